@@ -1,0 +1,1 @@
+"""Edits: proposers and source transformations (issue 5)."""

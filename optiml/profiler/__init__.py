@@ -1,0 +1,1 @@
+"""Profiler: Nsight Compute driving, metric parsing and diagnosis."""

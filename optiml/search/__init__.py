@@ -1,0 +1,1 @@
+"""Search: Monte Carlo tree search over proposed source edits (issue 5)."""

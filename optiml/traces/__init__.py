@@ -1,0 +1,1 @@
+"""Traces: the trajectory store in SQLite (issue 4)."""

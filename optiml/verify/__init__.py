@@ -1,0 +1,1 @@
+"""Verify: GPU harness in a child process, verification against a reference, timing."""
