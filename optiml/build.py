@@ -1,0 +1,272 @@
+"""Build: nvcc to a cubin, with ptxas resource usage, compiler logs, a timeout and a cache.
+
+A compile error or a timeout is a status on the :class:`BuildResult`, never an exception;
+only a missing nvcc is a :class:`EnvironmentProblem` (nothing can be built at all).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+from loguru import logger
+
+from .errors import EnvironmentProblem
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reported for one entry function."""
+    registers: int = 0
+    barriers: int = 0
+    smem_static: int = 0        # bytes of static shared memory per block
+    cmem: int = 0
+    stack_frame: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+
+
+@dataclass
+class BuildResult:
+    status: str                                 # ok | compile_error | timeout
+    key: str
+    arch: str
+    cubin_path: str | None = None
+    log: str = ""                               # nvcc/ptxas stdout+stderr, kept verbatim
+    resources: dict[str, Resources] = field(default_factory=dict)   # by symbol (mangled) name
+    symbols: dict[str, str] = field(default_factory=dict)           # plain kernel name -> symbol
+    wall_s: float = 0.0
+    cached: bool = False
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def entry_resources(self, entry: str) -> Resources | None:
+        sym = self.symbols.get(entry)
+        return self.resources.get(sym) if sym else None
+
+    @property
+    def warnings(self) -> list[str]:
+        return [ln for ln in self.log.splitlines() if "warning" in ln.lower()]
+
+    @property
+    def errors(self) -> list[str]:
+        return [ln for ln in self.log.splitlines() if re.search(r"\berror\b", ln)]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["resources"] = {k: asdict(v) for k, v in self.resources.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BuildResult":
+        d = dict(d)
+        d["resources"] = {k: Resources(**v) for k, v in d.get("resources", {}).items()}
+        return cls(**d)
+
+
+class Builder(Protocol):
+    def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
+              name: str = "kernel.cu") -> BuildResult: ...
+
+
+# ------------------------------------------------------------------------------- ptxas parsing
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
+_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+
+
+def parse_ptxas(log: str) -> dict[str, Resources]:
+    """Per-entry resources from ``-Xptxas -v`` output."""
+    out: dict[str, Resources] = {}
+    current: str | None = None
+    vals: dict[str, int] = {}
+
+    def flush():
+        if current is not None:
+            out[current] = Resources(**vals)
+
+    for line in log.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            flush()
+            current, vals = m.group(1), {}
+            continue
+        if current is None:
+            continue
+        m = _PROPS.search(line)
+        if m:
+            vals.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        m = _USED.search(line)
+        if m:
+            vals["registers"] = int(m.group(1))
+            for pat, key in ((r"used (\d+) barriers", "barriers"), (r"(\d+) bytes smem", "smem_static"),
+                             (r"(\d+) bytes cmem\[0\]", "cmem")):
+                mm = re.search(pat, line)
+                if mm:
+                    vals[key] = int(mm.group(1))
+    flush()
+    return out
+
+
+def plain_name(symbol: str) -> str:
+    """The unqualified function name of a (possibly Itanium-mangled) kernel symbol."""
+    if not symbol.startswith("_Z"):
+        return symbol
+    s = symbol[2:]
+    nested = s.startswith("N")
+    if nested:
+        s = s[1:]
+    name = symbol
+    while s and s[0].isdigit():
+        m = re.match(r"(\d+)", s)
+        n = int(m.group(1))
+        name = s[len(m.group(1)): len(m.group(1)) + n]
+        s = s[len(m.group(1)) + n:]
+        if not nested:
+            break
+        if s.startswith("I"):  # template args of a nested name: stop at the function name
+            break
+    return name
+
+
+# ------------------------------------------------------------------------------- environment
+
+@lru_cache(maxsize=1)
+def nvcc_path() -> str:
+    path = shutil.which("nvcc") or next(
+        (p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
+    if path is None:
+        raise EnvironmentProblem("nvcc was not found on PATH; install the CUDA toolkit or add its bin/ folder to PATH.")
+    return path
+
+
+@lru_cache(maxsize=1)
+def nvcc_version() -> str:
+    out = subprocess.run([nvcc_path(), "--version"], capture_output=True, text=True, timeout=60).stdout
+    m = re.search(r"release ([\d.]+), V([\d.]+)", out)
+    return m.group(2) if m else out.strip().splitlines()[-1] if out.strip() else "unknown"
+
+
+def detect_arch() -> str:
+    """``sm_XY`` of GPU 0 (through nvidia-smi), or an EnvironmentProblem telling the user to pass --arch."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=30).stdout.split()
+            if out and re.fullmatch(r"\d+\.\d+", out[0]):
+                major, minor = out[0].split(".")
+                return f"sm_{major}{minor}"
+        except (subprocess.SubprocessError, OSError):
+            pass
+    raise EnvironmentProblem("no GPU was found (nvidia-smi gave no compute capability); pass --arch, e.g. --arch sm_90, to build without one.")
+
+
+def normalize_arch(arch: str) -> str:
+    a = arch.strip().lower()
+    if re.fullmatch(r"\d+\.\d+", a):
+        a = "sm_" + a.replace(".", "")
+    elif re.fullmatch(r"\d+a?", a):
+        a = "sm_" + a
+    if not re.fullmatch(r"sm_\d+[af]?", a):
+        raise EnvironmentProblem(f"--arch {arch!r} is not a GPU architecture such as sm_90 or 9.0.")
+    return a
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("OPTIML_CACHE_DIR")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "optiml" / "build"
+
+
+# ------------------------------------------------------------------------------- the builder
+
+class NvccBuilder:
+    """nvcc -cubin for one architecture, cached by (source, flags, arch, nvcc version)."""
+
+    def __init__(self, arch: str, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.arch = normalize_arch(arch)
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.timeout_s = timeout_s
+
+    def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
+        h = hashlib.sha256()
+        for part in (source, "\0".join(flags), self.arch, nvcc_version(), str(include_dir or "")):
+            h.update(part.encode())
+            h.update(b"\1")
+        return h.hexdigest()[:32]
+
+    def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
+              name: str = "kernel.cu") -> BuildResult:
+        """Compile ``source``; ``name`` is the file name compiler messages will show."""
+        flags = tuple(flags)
+        key = self.key(source, flags, include_dir)
+        d = self.cache_dir / key
+        meta = d / "build.json"
+        if meta.is_file():
+            try:
+                result = BuildResult.from_dict(json.loads(meta.read_text()))
+                if not result.ok or (result.cubin_path and Path(result.cubin_path).is_file()):
+                    result.cached = True
+                    return result
+            except (ValueError, TypeError, KeyError):
+                logger.warning("ignoring a damaged build cache entry {}", d)
+        d.mkdir(parents=True, exist_ok=True)
+        src = d / (Path(name).name if name.endswith(".cu") else "kernel.cu")
+        src.write_text(source)
+        cubin = d / "kernel.cubin"
+        cmd = [nvcc_path(), "-cubin", f"-arch={self.arch}", "-Xptxas", "-v", *flags]
+        if include_dir is not None:
+            cmd += ["-I", str(include_dir)]
+        cmd += ["-o", str(cubin), src.name]
+        t0 = time.perf_counter()
+        status, log = _run_with_timeout(cmd, self.timeout_s, cwd=d)
+        wall = time.perf_counter() - t0
+        if status == "ok" and not cubin.is_file():
+            status = "compile_error"
+        result = BuildResult(status=status, key=key, arch=self.arch, log=log, wall_s=wall, command=cmd,
+                             cubin_path=str(cubin) if status == "ok" else None)
+        if status == "ok":
+            result.resources = parse_ptxas(log)
+            result.symbols = {plain_name(s): s for s in result.resources}
+        if status != "timeout":  # a timeout may be load-dependent: do not cache it
+            tmp = meta.with_suffix(".tmp")
+            tmp.write_text(json.dumps(result.to_dict()))
+            os.replace(tmp, meta)
+        logger.debug("nvcc {} in {:.2f}s: {}", key, wall, status)
+        return result
+
+
+def _run_with_timeout(cmd: list[str], timeout_s: float, cwd: Path) -> tuple[str, str]:
+    """Run a compiler in its own process group, killing the whole group on timeout."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = proc.communicate()
+        return "timeout", (out or "")[-100_000:] + f"\nnvcc did not finish within {timeout_s:g} s and was stopped."
+    out = out or ""
+    if len(out) > 1_000_000:
+        out = out[:500_000] + "\n[... compiler output truncated ...]\n" + out[-200_000:]
+    return ("ok" if proc.returncode == 0 else "compile_error"), out

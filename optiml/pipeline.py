@@ -1,0 +1,180 @@
+"""The evaluation pipeline: source -> build -> verify -> time, every failure a status.
+
+The search (and the CLI) talk to :class:`Evaluator` only; it wires a builder and a harness
+given to it, and never raises for a bad candidate.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from loguru import logger
+
+from .build import Builder, BuildResult, Resources
+from .errors import OptimlError, UserError
+from .source import SourceInfo, parse_source
+from .spec import Launch, TaskSpec
+from .verify.harness import Case, Harness, HarnessJob, HarnessResult, KernelBinary
+
+MAX_THREADS_PER_BLOCK = 1024
+
+# statuses, in the order a candidate moves through the pipeline
+STATUSES = ("ok", "source_error", "launch_config_error", "compile_error", "build_timeout",
+            "launch_error", "runtime_error", "timeout", "wrong_output", "reference_error", "harness_error")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    source: str
+    flags: tuple[str, ...] = ()        # extra nvcc flags on top of the spec's
+    name: str = "kernel.cu"            # file name shown in compiler messages
+
+
+@dataclass
+class Evaluation:
+    status: str
+    message: str = ""
+    build: BuildResult | None = None
+    harness: HarnessResult | None = None
+    launch: Launch | None = None       # at the timing size
+    resources: Resources | None = None
+    seed: int | None = None
+    median_ms: float | None = None
+    gflops: float | None = None
+    gbps: float | None = None
+    wall_s: float = 0.0
+    stage_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["build"] = self.build.to_dict() if self.build else None
+        d["harness"] = self.harness.to_dict() if self.harness else None
+        return d
+
+
+class Evaluator:
+    def __init__(self, spec: TaskSpec, seed_source: str, builder: Builder, harness: Harness, *,
+                 include_dir: Path | None = None, seed: int | None = None, device: int = 0,
+                 kernel_name: str = "kernel.cu"):
+        self.spec = spec
+        self.seed_source = seed_source
+        self.builder = builder
+        self.harness = harness
+        self.include_dir = include_dir
+        self.seed = seed if seed is not None else spec.verify.seed
+        self.device = device
+        self.kernel_name = kernel_name
+        self._reference: KernelBinary | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def _flags(self, candidate: Candidate) -> tuple[str, ...]:
+        return tuple(self.spec.nvcc_flags) + tuple(candidate.flags)
+
+    def _launches(self, info: SourceInfo) -> tuple[Launch, ...]:
+        launches = tuple(self.spec.resolve_launch(s, info) for s in self.spec.all_size_sets)
+        for launch, sizes in zip(launches, self.spec.all_size_sets):
+            threads = math.prod(launch.block)
+            if threads > MAX_THREADS_PER_BLOCK:
+                raise UserError(f"the block has {threads} threads at sizes {sizes}; CUDA allows at most {MAX_THREADS_PER_BLOCK}.")
+        return launches
+
+    def _binary(self, candidate: Candidate) -> tuple[KernelBinary | None, Evaluation | None]:
+        """Build a candidate and describe how to launch it, or the failed Evaluation."""
+        t0 = time.perf_counter()
+        try:
+            info = parse_source(candidate.source)
+        except OptimlError as e:
+            return None, Evaluation("source_error", str(e))
+        if info.kernel(self.spec.entry) is None:
+            found = ", ".join(k.name for k in info.kernels) or "none"
+            return None, Evaluation("source_error", f"the entry kernel {self.spec.entry!r} is not in the source (found: {found}).")
+        try:
+            launches = self._launches(info)
+        except OptimlError as e:
+            return None, Evaluation("launch_config_error", str(e))
+        parse_s = time.perf_counter() - t0
+        build = self.builder.build(candidate.source, self._flags(candidate), include_dir=self.include_dir,
+                                   name=candidate.name)
+        ev = Evaluation("ok", build=build, launch=launches[0], stage_s={"parse": parse_s, "build": build.wall_s})
+        if build.status == "timeout":
+            ev.status, ev.message = "build_timeout", build.log.strip().splitlines()[-1]
+            return None, ev
+        if not build.ok:
+            errs = build.errors
+            ev.status, ev.message = "compile_error", (errs[0] if errs else "nvcc failed") + (
+                f" (and {len(errs) - 1} more)" if len(errs) > 1 else "")
+            return None, ev
+        symbol = build.symbols.get(self.spec.entry)
+        if symbol is None:
+            ev.status = "compile_error"
+            ev.message = (f"the cubin has no entry {self.spec.entry!r} (a template kernel needs an explicit "
+                          f"instantiation or extern \"C\"); it has: {', '.join(build.symbols) or 'none'}.")
+            return None, ev
+        ev.resources = build.resources.get(symbol)
+        return KernelBinary(build.cubin_path, symbol, launches, dict(info.constants)), ev
+
+    def reference_binary(self) -> KernelBinary | None:
+        """The seed's binary when the spec's reference is the seed (built once)."""
+        if self.spec.reference.kind != "seed":
+            return None
+        if self._reference is None:
+            kb, ev = self._binary(Candidate(self.seed_source, name=self.kernel_name))
+            if kb is None:
+                raise _ReferenceUnavailable(f"the seed kernel, which is the reference, does not build: {ev.status}: {ev.message}")
+            self._reference = kb
+        return self._reference
+
+    def cases(self, base_seed: int) -> tuple[Case, ...]:
+        out = []
+        n = 0
+        for idx in range(1, len(self.spec.all_size_sets)):
+            for _ in range(self.spec.verify.trials):
+                out.append(Case(idx, (base_seed + 1_000_003 * n) % 2**31))
+                n += 1
+        if self.spec.verify.timing_size:
+            out.append(Case(0, (base_seed + 1_000_003 * n) % 2**31))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ the pipeline
+    def evaluate(self, candidate: Candidate, *, time_it: bool = True) -> Evaluation:
+        t0 = time.perf_counter()
+        kb, ev = self._binary(candidate)
+        if kb is None:
+            ev.wall_s = time.perf_counter() - t0
+            return ev
+        try:
+            reference = self.reference_binary()
+        except _ReferenceUnavailable as e:
+            ev.status, ev.message = "reference_error", str(e)
+            ev.wall_s = time.perf_counter() - t0
+            return ev
+        base_seed = self.seed if self.seed is not None else secrets.randbelow(2**31)
+        ev.seed = base_seed
+        job = HarnessJob(spec=self.spec, candidate=kb, reference=reference, cases=self.cases(base_seed),
+                         time_it=time_it, device=self.device)
+        hr = self.harness.run(job)
+        ev.harness = hr
+        ev.stage_s["gpu"] = hr.wall_s
+        ev.status, ev.message = hr.status, hr.message
+        if hr.timing is not None and hr.status == "ok":
+            ev.median_ms = hr.timing.median_ms
+            sizes = self.spec.timing_sizes
+            flops = self.spec.count("flops", sizes, kb.constants)
+            nbytes = self.spec.count("bytes", sizes, kb.constants)
+            secs = hr.timing.median_ms * 1e-3
+            ev.gflops = flops / secs / 1e9 if flops else None
+            ev.gbps = nbytes / secs / 1e9 if nbytes else None
+        ev.wall_s = time.perf_counter() - t0
+        logger.info("evaluated {}: {} {}", candidate.name, ev.status, f"{ev.median_ms:.4f} ms" if ev.median_ms else "")
+        return ev
+
+
+class _ReferenceUnavailable(Exception):
+    pass

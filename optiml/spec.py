@@ -1,0 +1,516 @@
+"""The task spec: how to run, check and time a kernel (``kernel.toml`` beside ``kernel.cu``).
+
+See ``docs/spec.md`` for the format. Loading validates everything that can be checked
+without a GPU: types, names, every shape and the launch geometry at every size set, and
+the arguments against the kernel's parameters. Each problem is one sentence that names
+the file and the field.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import dtypes as _dt
+from . import expr as _expr
+from .errors import ExprError, SpecError
+from .source import SourceInfo, dtype_of_c_type, parse_source
+
+ROLES = ("input", "output", "inout", "scalar")
+DISTS = ("normal", "uniform", "integers", "constant")
+
+
+@dataclass(frozen=True)
+class Init:
+    dist: str
+    mean: float = 0.0
+    std: float = 1.0
+    low: float = 0.0
+    high: float = 1.0
+    value: float = 0.0
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    dtype: str
+    role: str
+    shape: tuple = ()
+    init: Init | None = None
+    value: Any = None          # scalars: a number or an expression over the sizes
+
+    @property
+    def is_array(self) -> bool:
+        return self.role != "scalar"
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+
+    @property
+    def threads(self) -> int:
+        return math.prod(self.block) * math.prod(self.grid)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    grid: tuple
+    block: tuple
+    shared_mem: Any = 0
+
+
+@dataclass(frozen=True)
+class Reference:
+    kind: str = "seed"                 # "seed" or "python"
+    path: Path | None = None           # python file
+    function: str | None = None
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class VerifyConfig:
+    trials: int = 3                    # fresh random input sets per verification size
+    timing_size: bool = True           # also verify once at the timing size
+    seed: int | None = None            # None: fresh seeds every evaluation (recorded)
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup_ms: float = 25.0
+    min_reps: int = 10
+    max_reps: int = 300
+    target_ms: float = 400.0
+    flush_l2: bool = True
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    path: Path
+    entry: str
+    args: tuple[ArgSpec, ...]
+    timing_sizes: dict[str, int]
+    verify_sizes: tuple[dict[str, int], ...]
+    launch: LaunchSpec
+    reference: Reference = Reference()
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    nvcc_flags: tuple[str, ...] = ("-O3",)
+    flops: Any = None
+    bytes: Any = None
+    verify: VerifyConfig = VerifyConfig()
+    timing: TimingConfig = TimingConfig()
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        if dtype in self.tolerances:
+            return self.tolerances[dtype]
+        atol, rtol = _dt.DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+        return Tolerance(atol, rtol)
+
+    @property
+    def all_size_sets(self) -> list[dict[str, int]]:
+        return [self.timing_sizes, *self.verify_sizes]
+
+    def env(self, sizes: Mapping[str, int], constants: Mapping[str, int | float]) -> dict:
+        """Names visible to expressions: the kernel's constants, then the sizes (sizes win)."""
+        return {**constants, **sizes}
+
+    def shape(self, arg: ArgSpec, sizes: Mapping[str, int], constants: Mapping = {}) -> tuple[int, ...]:
+        env = self.env(sizes, constants)
+        return tuple(_expr.evaluate_int(e, env, where=f"{self.path.name}: args.{arg.name}.shape[{i}]")
+                     for i, e in enumerate(arg.shape))
+
+    def scalar_value(self, arg: ArgSpec, sizes: Mapping[str, int], constants: Mapping = {}):
+        v = _expr.evaluate(arg.value, self.env(sizes, constants), where=f"{self.path.name}: args.{arg.name}.value")
+        return float(v) if _dt.get(arg.dtype).kind == "float" else int(v)
+
+    def count(self, which: str, sizes: Mapping[str, int], constants: Mapping = {}) -> float | None:
+        e = self.flops if which == "flops" else self.bytes
+        if e is None:
+            return None
+        return float(_expr.evaluate(e, self.env(sizes, constants), where=f"{self.path.name}: counts.{which}"))
+
+    def resolve_launch(self, sizes: Mapping[str, int], source: SourceInfo | None = None) -> Launch:
+        """Launch geometry for ``sizes`` using the candidate source's constants and its
+        ``// optiml:launch`` comment (which overrides the spec field by field)."""
+        constants = source.constants if source else {}
+        env = self.env(sizes, constants)
+        grid, block, smem = self.launch.grid, self.launch.block, self.launch.shared_mem
+        origin = f"{self.path.name}: launch"
+        if source is not None and source.launch is not None:
+            o = source.launch
+            if o.grid is not None:
+                grid = o.grid
+            if o.block is not None:
+                block = o.block
+            if o.shared_mem is not None:
+                smem = o.shared_mem
+            origin = f"kernel source line {o.line} (// optiml:launch)"
+
+        def dims(values, what):
+            if not 1 <= len(values) <= 3:
+                raise SpecError(f"{origin}.{what}: give 1 to 3 dimensions, not {len(values)}.")
+            out = [_expr.evaluate_int(v, env, where=f"{origin}.{what}[{i}]") for i, v in enumerate(values)]
+            for i, v in enumerate(out):
+                if v <= 0:
+                    raise SpecError(f"{origin}.{what}[{i}] = {values[i]!r} evaluates to {v} at sizes {dict(sizes)}; it must be positive.")
+            return tuple(out + [1] * (3 - len(out)))
+
+        g = dims(grid, "grid")
+        b = dims(block, "block")
+        s = _expr.evaluate_int(smem, env, where=f"{origin}.shared_mem")
+        if s < 0:
+            raise SpecError(f"{origin}.shared_mem evaluates to {s}; it must be zero or positive.")
+        return Launch(g, b, s)
+
+
+# ----------------------------------------------------------------------------------- loading
+
+def find_spec(kernel_path: Path, spec_path: Path | None = None) -> Path:
+    """``--spec`` if given, else ``kernel.toml`` beside ``kernel.cu``."""
+    if spec_path is not None:
+        if not spec_path.is_file():
+            raise SpecError(f"{spec_path}: spec file not found.")
+        return spec_path
+    candidate = kernel_path.with_suffix(".toml")
+    if not candidate.is_file():
+        raise SpecError(
+            f"{kernel_path}: no task spec found (looked for {candidate.name}); "
+            f"write one with `optiml init {kernel_path}` or pass --spec PATH."
+        )
+    return candidate
+
+
+class _Reader:
+    """Typed access to a TOML table with field paths in error messages."""
+
+    def __init__(self, fname: str, data: dict, prefix: str = ""):
+        self.fname, self.data, self.prefix = fname, data, prefix
+
+    def where(self, key: str) -> str:
+        return f"{self.fname}: {self.prefix}{key}"
+
+    def err(self, key: str, msg: str) -> SpecError:
+        return SpecError(f"{self.where(key)} {msg}")
+
+    def check_keys(self, allowed: set[str]) -> None:
+        unknown = sorted(set(self.data) - allowed)
+        if unknown:
+            what = self.prefix.rstrip(".") or "the top level"
+            raise SpecError(f"{self.fname}: unknown key {unknown[0]!r} in {what} (allowed: {', '.join(sorted(allowed))}).")
+
+    def get(self, key, types, default=..., what="") -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise self.err(key, f"is missing{what}.")
+            return default
+        v = self.data[key]
+        if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+            raise self.err(key, f"must be {_type_names(types)}, not a boolean.")
+        if not isinstance(v, types):
+            raise self.err(key, f"must be {_type_names(types)}, not {type(v).__name__} ({v!r}).")
+        return v
+
+    def table(self, key, required: bool = False) -> "_Reader":
+        v = self.get(key, dict, default=... if required else {})
+        return _Reader(self.fname, v, f"{self.prefix}{key}.")
+
+
+def _type_names(types) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table", bool: "true or false"}
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join(names.get(t, t.__name__) for t in types)
+
+
+def load_spec(spec_path: Path, kernel_path: Path | None = None, kernel_source: str | None = None) -> TaskSpec:
+    """Read and validate a spec. With the kernel's source, also check it against the kernel."""
+    spec_path = Path(spec_path)
+    fname = str(spec_path)
+    try:
+        data = tomllib.loads(spec_path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{spec_path}: spec file not found.") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{spec_path}: not a text file.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{spec_path}: not valid TOML ({e}).") from None
+    spec = parse_spec(data, spec_path)
+    if kernel_source is None and kernel_path is not None:
+        try:
+            kernel_source = Path(kernel_path).read_text()
+        except FileNotFoundError:
+            raise SpecError(f"{kernel_path}: kernel file not found.") from None
+    if kernel_source is not None:
+        check_against_source(spec, parse_source(kernel_source), kernel_path or "kernel")
+    return spec
+
+
+def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
+    r = _Reader(str(spec_path), data)
+    r.check_keys({"kernel", "sizes", "args", "launch", "reference", "tolerance", "counts", "verify", "timing"})
+
+    k = r.table("kernel", required=True)
+    k.check_keys({"entry", "nvcc_flags"})
+    entry = k.get("entry", str, what=" (the name of the __global__ function to run)")
+    flags = k.get("nvcc_flags", list, default=["-O3"])
+    if not all(isinstance(f, str) for f in flags):
+        raise k.err("nvcc_flags", "must be a list of strings.")
+
+    s = r.table("sizes", required=True)
+    s.check_keys({"timing", "verify"})
+    timing_sizes = _sizes(s, "timing", s.get("timing", dict, what=" (the sizes used for timing)"))
+    verify_list = s.get("verify", list, what=" (a list of at least two size sets used only for verification)")
+    verify_sizes = tuple(_sizes(s, f"verify[{i}]", v) for i, v in enumerate(verify_list))
+    if len(verify_sizes) < 2:
+        raise s.err("verify", f"needs at least two size sets (found {len(verify_sizes)}); include sizes that are not multiples of the block size.")
+    for i, vs in enumerate(verify_sizes):
+        if set(vs) != set(timing_sizes):
+            raise s.err(f"verify[{i}]", f"must name the same sizes as sizes.timing ({', '.join(sorted(timing_sizes))}).")
+
+    raw_args = r.get("args", list, what=" (one [[args]] table per kernel parameter)")
+    if not raw_args:
+        raise r.err("args", "must list at least one argument.")
+    args = tuple(_arg(str(spec_path), i, a, set(timing_sizes)) for i, a in enumerate(raw_args))
+    names = [a.name for a in args]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise SpecError(f"{spec_path}: args: the name {dup!r} is used twice.")
+    if not any(a.role in ("output", "inout") for a in args):
+        raise SpecError(f"{spec_path}: args: no argument has role 'output' or 'inout', so there is nothing to verify.")
+
+    lr = r.table("launch", required=True)
+    lr.check_keys({"grid", "block", "shared_mem"})
+    launch = LaunchSpec(grid=_dims(lr, "grid"), block=_dims(lr, "block"),
+                        shared_mem=lr.get("shared_mem", (int, str), default=0))
+
+    rr = r.table("reference")
+    rr.check_keys({"kind", "python"})
+    reference = Reference()
+    if "python" in rr.data:
+        target = rr.get("python", str)
+        if ":" not in target:
+            raise rr.err("python", f"must be 'file.py:function', not {target!r}.")
+        file, fn = target.rsplit(":", 1)
+        path = (spec_path.parent / file).resolve()
+        if not path.is_file():
+            raise rr.err("python", f"names {file!r}, which does not exist beside the spec.")
+        reference = Reference("python", path, fn)
+    kind = rr.get("kind", str, default=reference.kind)
+    if kind not in ("seed", "python"):
+        raise rr.err("kind", f"must be 'seed' or 'python', not {kind!r}.")
+    if kind == "python" and reference.kind != "python":
+        raise rr.err("python", "is missing (kind = 'python' needs python = 'file.py:function').")
+    if kind == "seed":
+        reference = Reference()
+
+    tr = r.table("tolerance")
+    tolerances = {}
+    for dname, val in tr.data.items():
+        if dname not in _dt.DTYPES:
+            raise tr.err(dname, f"is not a known dtype ({', '.join(_dt.DTYPES)}).")
+        t = tr.table(dname)
+        t.check_keys({"atol", "rtol"})
+        default = _dt.DEFAULT_TOLERANCES.get(dname, (0.0, 0.0))
+        atol = float(t.get("atol", (int, float), default=default[0]))
+        rtol = float(t.get("rtol", (int, float), default=default[1]))
+        if atol < 0 or rtol < 0 or not math.isfinite(atol) or not math.isfinite(rtol):
+            raise tr.err(dname, "tolerances must be finite and not negative.")
+        tolerances[dname] = Tolerance(atol, rtol)
+
+    cr = r.table("counts")
+    cr.check_keys({"flops", "bytes"})
+    flops = cr.get("flops", (int, float, str), default=None)
+    nbytes = cr.get("bytes", (int, float, str), default=None)
+
+    vr = r.table("verify")
+    vr.check_keys({"trials", "timing_size", "seed"})
+    verify = VerifyConfig(trials=vr.get("trials", int, default=3),
+                          timing_size=vr.get("timing_size", bool, default=True),
+                          seed=vr.get("seed", int, default=None))
+    if not 1 <= verify.trials <= 100:
+        raise vr.err("trials", "must be between 1 and 100.")
+
+    tm = r.table("timing")
+    tm.check_keys({"warmup_ms", "min_reps", "max_reps", "target_ms", "flush_l2"})
+    timing = TimingConfig(
+        warmup_ms=float(tm.get("warmup_ms", (int, float), default=25.0)),
+        min_reps=tm.get("min_reps", int, default=10),
+        max_reps=tm.get("max_reps", int, default=300),
+        target_ms=float(tm.get("target_ms", (int, float), default=400.0)),
+        flush_l2=tm.get("flush_l2", bool, default=True),
+    )
+    if not 1 <= timing.min_reps <= timing.max_reps:
+        raise tm.err("min_reps", "must be at least 1 and not above timing.max_reps.")
+
+    spec = TaskSpec(path=spec_path, entry=entry, args=args, timing_sizes=timing_sizes,
+                    verify_sizes=verify_sizes, launch=launch, reference=reference,
+                    tolerances=tolerances, nvcc_flags=tuple(flags), flops=flops, bytes=nbytes,
+                    verify=verify, timing=timing, raw=data)
+    _check_expressions(spec)
+    return spec
+
+
+def _sizes(r: _Reader, key: str, table) -> dict[str, int]:
+    if not isinstance(table, dict) or not table:
+        raise r.err(key, "must be a non-empty table of named sizes, e.g. {N = 4096}.")
+    out = {}
+    for name, v in table.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise r.err(f"{key}.{name}", f"must be a whole number, not {v!r}.")
+        if v <= 0:
+            raise r.err(f"{key}.{name}", f"must be positive, not {v}.")
+        if not name.isidentifier():
+            raise r.err(f"{key}.{name}", "is not a valid size name (letters, digits and _).")
+        out[name] = v
+    return out
+
+
+def _dims(r: _Reader, key: str) -> tuple:
+    v = r.get(key, (list, int, str))
+    v = v if isinstance(v, list) else [v]
+    if not 1 <= len(v) <= 3:
+        raise r.err(key, f"needs 1 to 3 dimensions, not {len(v)}.")
+    for i, d in enumerate(v):
+        if isinstance(d, bool) or not isinstance(d, (int, str)):
+            raise r.err(f"{key}[{i}]", f"must be an integer or an expression string, not {d!r}.")
+    return tuple(v)
+
+
+def _arg(fname: str, i: int, data, size_names: set[str]) -> ArgSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"{fname}: args[{i}] must be a table ([[args]]).")
+    a = _Reader(fname, data, f"args[{i}].")
+    a.check_keys({"name", "dtype", "role", "shape", "init", "value"})
+    name = a.get("name", str)
+    a.prefix = f"args.{name}."
+    dtype = a.get("dtype", str)
+    if dtype not in _dt.DTYPES:
+        raise a.err("dtype", f"{dtype!r} is not supported (use one of {', '.join(_dt.DTYPES)}).")
+    role = a.get("role", str, what=f" ({', '.join(ROLES)})")
+    if role not in ROLES:
+        raise a.err("role", f"must be one of {', '.join(ROLES)}, not {role!r}.")
+    if role == "scalar":
+        if "shape" in data or "init" in data:
+            raise a.err("shape", "is not allowed on a scalar; give value = <number or expression>.")
+        value = a.get("value", (int, float, str), what=" (a scalar needs value = <number or expression over the sizes>)")
+        return ArgSpec(name, dtype, role, (), None, value)
+    if "value" in data:
+        raise a.err("value", f"is only for scalars; an {role} array takes shape and init.")
+    shape = a.get("shape", (list, int, str), what=" (a list of expressions over the sizes, e.g. [\"M\", \"K\"])")
+    shape = tuple(shape if isinstance(shape, list) else [shape])
+    if not shape:
+        raise a.err("shape", "must have at least one dimension.")
+    for j, d in enumerate(shape):
+        if isinstance(d, bool) or not isinstance(d, (int, str)):
+            raise a.err(f"shape[{j}]", f"must be an integer or an expression string, not {d!r}.")
+    init = None
+    if role in ("input", "inout"):
+        init = _init(a, data.get("init"), dtype)
+    elif "init" in data:
+        raise a.err("init", "is not used for outputs (they are poisoned before every launch).")
+    return ArgSpec(name, dtype, role, shape, init, None)
+
+
+def _init(a: _Reader, data, dtype: str) -> Init:
+    kind = _dt.get(dtype).kind
+    if data is None:
+        if kind == "float":
+            return Init("normal", mean=0.0, std=1.0)
+        if kind == "bool":
+            return Init("integers", low=0, high=2)
+        info_hi = 256 if dtype.endswith("int8") else 100
+        return Init("integers", low=0, high=info_hi)
+    ir = _Reader(a.fname, data if isinstance(data, dict) else {}, a.prefix + "init.")
+    if not isinstance(data, dict):
+        raise a.err("init", "must be a table such as {dist = \"normal\", mean = 0, std = 1}.")
+    dist = ir.get("dist", str, what=f" ({', '.join(DISTS)})")
+    allowed = {"normal": {"mean", "std"}, "uniform": {"low", "high"}, "integers": {"low", "high"},
+               "constant": {"value"}}
+    if dist not in allowed:
+        raise ir.err("dist", f"must be one of {', '.join(DISTS)}, not {dist!r}.")
+    ir.check_keys(allowed[dist] | {"dist"})
+    num = (int, float)
+    if dist == "normal":
+        std = float(ir.get("std", num, default=1.0))
+        if std <= 0:
+            raise ir.err("std", "must be positive.")
+        return Init(dist, mean=float(ir.get("mean", num, default=0.0)), std=std)
+    if dist in ("uniform", "integers"):
+        low = ir.get("low", num, default=0 if dist == "integers" else -1.0)
+        high = ir.get("high", num, default=100 if dist == "integers" else 1.0)
+        if not low < high:
+            raise ir.err("high", f"must be greater than low ({low}).")
+        if dist == "integers" and (not float(low).is_integer() or not float(high).is_integer()):
+            raise ir.err("low", "integers needs whole-number bounds.")
+        return Init(dist, low=low, high=high)
+    return Init(dist, value=ir.get("value", num))
+
+
+def _check_expressions(spec: TaskSpec, constants: Mapping | None = None) -> None:
+    """Every shape, scalar and count evaluates at every size set (launch is checked with the source).
+
+    Without the kernel's constants (``constants=None``), expressions that name something other
+    than a size are checked later, against the source.
+    """
+    def ready(*exprs) -> bool:
+        if constants is not None:
+            return True
+        names = set().union(*(_expr.names_in(e) for e in exprs))
+        return names <= set(spec.timing_sizes)
+
+    consts = constants or {}
+    for sizes in spec.all_size_sets:
+        for arg in spec.args:
+            if arg.is_array and ready(*arg.shape):
+                shape = spec.shape(arg, sizes, consts)
+                for j, n in enumerate(shape):
+                    if n <= 0:
+                        raise SpecError(f"{spec.path}: args.{arg.name}.shape[{j}] = {arg.shape[j]!r} is {n} at sizes {sizes}; it must be positive.")
+            elif not arg.is_array and ready(arg.value):
+                spec.scalar_value(arg, sizes, consts)
+        for which in ("flops", "bytes"):
+            if ready(getattr(spec, which)):
+                spec.count(which, sizes, consts)
+
+
+def check_against_source(spec: TaskSpec, info: SourceInfo, kernel_path) -> None:
+    """The entry exists, the arguments match its parameters, and the launch evaluates."""
+    kern = info.kernel(spec.entry)
+    if kern is None:
+        found = ", ".join(k.name for k in info.kernels) or "none"
+        raise SpecError(f"{spec.path}: kernel.entry {spec.entry!r} is not a __global__ function in {kernel_path} (found: {found}).")
+    if len(kern.params) != len(spec.args):
+        raise SpecError(
+            f"{spec.path}: args lists {len(spec.args)} arguments but {spec.entry} in {kernel_path} "
+            f"takes {len(kern.params)} ({', '.join(p.name for p in kern.params)})."
+        )
+    for arg, p in zip(spec.args, kern.params):
+        if arg.is_array != p.is_pointer:
+            want = "a pointer" if arg.is_array else "a scalar"
+            raise SpecError(
+                f"{spec.path}: args.{arg.name} is {'an array (' + arg.role + ')' if arg.is_array else 'a scalar'} "
+                f"but parameter {p.name!r} of {spec.entry} is {'a pointer' if p.is_pointer else 'a scalar'} ({p.type_text}); "
+                f"make it {want} or fix the order."
+            )
+        c_dtype = dtype_of_c_type(p.base_type)
+        if c_dtype is not None and c_dtype != arg.dtype and _dt.get(c_dtype).itemsize != _dt.get(arg.dtype).itemsize:
+            raise SpecError(
+                f"{spec.path}: args.{arg.name} has dtype {arg.dtype} but parameter {p.name!r} of {spec.entry} is {p.type_text}."
+            )
+        if p.is_pointer and p.is_const and arg.role in ("output", "inout"):
+            raise SpecError(f"{spec.path}: args.{arg.name} has role {arg.role} but parameter {p.name!r} is const ({p.type_text}).")
+    try:
+        _check_expressions(spec, info.constants)
+        for sizes in spec.all_size_sets:
+            spec.resolve_launch(sizes, info)
+    except ExprError as e:
+        raise SpecError(str(e)) from None

@@ -1,0 +1,197 @@
+"""The parent side of the GPU harness.
+
+Every GPU job runs in a child process (``python -m optiml.verify.worker``). A candidate that
+faults, hangs or corrupts its CUDA context takes down only that child: the parent reads the
+child's result file, or, if there is none, records a runtime error (the child died) or a
+timeout (the parent killed it), with the child's last stage and output, and goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from loguru import logger
+
+from ..spec import Launch, TaskSpec
+from .compare import CaseCheck, OutputCheck
+
+DEFAULT_TIMEOUT_S = 120.0
+LOG_TAIL = 8_000
+
+
+@dataclass(frozen=True)
+class KernelBinary:
+    """What the child loads: a cubin, the entry symbol, and its launch for every size set
+    (index 0 is the timing size, then the verification sizes, as ``TaskSpec.all_size_sets``)."""
+    cubin_path: str
+    symbol: str
+    launches: tuple[Launch, ...]
+    constants: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Case:
+    size_index: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class HarnessJob:
+    spec: TaskSpec
+    candidate: KernelBinary
+    reference: KernelBinary | None          # None: the spec's Python reference
+    cases: tuple[Case, ...]
+    time_it: bool = True
+    device: int = 0
+
+
+@dataclass
+class TimingResult:
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    p10_ms: float
+    p90_ms: float
+    iqr_ms: float
+    reps: int
+    warmup_launches: int
+    input_sets: int
+    flushed_l2: bool
+    samples_ms: list[float] = field(default_factory=list)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median: a timing's own noise."""
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
+
+
+@dataclass
+class HarnessResult:
+    status: str        # ok | wrong_output | runtime_error | launch_error | timeout | reference_error | harness_error
+    message: str = ""
+    checks: list[CaseCheck] = field(default_factory=list)
+    timing: TimingResult | None = None
+    device_name: str = ""
+    log_tail: str = ""
+    wall_s: float = 0.0
+    stage: str = ""
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def failed_checks(self) -> list[CaseCheck]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["checks"] = [c.to_dict() for c in self.checks]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HarnessResult":
+        d = dict(d)
+        checks = []
+        for c in d.get("checks", []):
+            c = {k: v for k, v in c.items() if k not in ("max_abs_err", "max_rel_err")}
+            c["outputs"] = [OutputCheck(**o) for o in c.get("outputs", [])]
+            checks.append(CaseCheck(**c))
+        d["checks"] = checks
+        if d.get("timing"):
+            d["timing"] = TimingResult(**d["timing"])
+        return cls(**d)
+
+
+class Harness(Protocol):
+    def run(self, job: HarnessJob) -> HarnessResult: ...
+
+
+class SubprocessHarness:
+    """Runs each job in a fresh child process with a wall-clock timeout."""
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None, env: dict | None = None):
+        self.timeout_s = timeout_s
+        self.python = python or sys.executable
+        self.env = env
+
+    def run(self, job: HarnessJob) -> HarnessResult:
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="optiml-job-") as tmp:
+            d = Path(tmp)
+            (d / "job.pkl").write_bytes(pickle.dumps(job))
+            log_path = d / "child.log"
+            env = dict(os.environ if self.env is None else self.env)
+            pkg_root = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen([self.python, "-m", "optiml.verify.worker", str(d)],
+                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+                timed_out = False
+                try:
+                    proc.wait(timeout=self.timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_group(proc)
+            wall = time.perf_counter() - t0
+            stage = _read(d / "stage.txt").strip()
+            tail = _tail(log_path)
+            result_file = d / "result.json"
+            if result_file.is_file() and not timed_out:
+                try:
+                    result = HarnessResult.from_dict(json.loads(result_file.read_text()))
+                except (ValueError, TypeError, KeyError) as e:
+                    result = HarnessResult("harness_error", f"could not read the child's result ({e})")
+            elif timed_out:
+                result = HarnessResult("timeout", f"the GPU child did not finish within {self.timeout_s:g} s"
+                                       f"{' (last stage: ' + stage + ')' if stage else ''} and was killed")
+            else:
+                code = proc.returncode
+                sig = f" (signal {signal.Signals(-code).name})" if code is not None and code < 0 else ""
+                result = HarnessResult("runtime_error", f"the GPU child exited with code {code}{sig} without a result"
+                                       f"{' during ' + stage if stage else ''}")
+            result.log_tail = tail
+            result.wall_s = wall
+            result.stage = result.stage or stage
+            logger.debug("harness job: {} in {:.2f}s", result.status, wall)
+            return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        logger.warning("GPU child {} did not exit after SIGKILL", proc.pid)
+
+
+def _read(p: Path) -> str:
+    try:
+        return p.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _tail(p: Path) -> str:
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            f.seek(max(0, size - LOG_TAIL))
+            text = f.read().decode("utf-8", "replace")
+        return (f"[... {size - LOG_TAIL} bytes of child output omitted ...]\n" if size > LOG_TAIL else "") + text
+    except FileNotFoundError:
+        return ""

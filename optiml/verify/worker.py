@@ -1,0 +1,349 @@
+"""The child side of the GPU harness: ``python -m optiml.verify.worker JOBDIR``.
+
+Reads ``JOBDIR/job.pkl`` (a :class:`HarnessJob`), writes its current stage to
+``JOBDIR/stage.txt`` as it goes, and its :class:`HarnessResult` to ``JOBDIR/result.json``.
+Only this module imports pycuda.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..spec import Launch, TaskSpec
+from .compare import check_output, summarize
+from .harness import HarnessJob, HarnessResult, KernelBinary, TimingResult
+from .inputs import CaseData, make_case, scalar_numpy
+
+# pycuda packs arguments with its own struct module: half and bfloat16 scalars go as their bits
+_STRUCT = {"float64": "d", "float32": "f", "float16": "H", "bfloat16": "H", "int64": "q", "int32": "i",
+           "int16": "h", "int8": "b", "uint64": "Q", "uint32": "I", "uint16": "H", "uint8": "B", "bool": "B"}
+
+
+class KernelFault(Exception):
+    """A CUDA error raised by a launch or the synchronisation after it."""
+
+
+class Stage:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __call__(self, text: str) -> None:
+        self.path.write_text(text)
+
+
+class Gpu:
+    """A CUDA context on one device, and the kernels loaded into it."""
+
+    def __init__(self, device: int):
+        import pycuda.driver as drv
+
+        self.drv = drv
+        drv.init()
+        self.dev = drv.Device(device)
+        self.ctx = self.dev.make_context()
+        self.name = self.dev.name()
+        self.l2_bytes = self.dev.get_attribute(drv.device_attribute.L2_CACHE_SIZE)
+        self.stream = drv.Stream()
+
+    def load(self, kb: KernelBinary, spec: TaskSpec):
+        mod = self.drv.module_from_file(kb.cubin_path)
+        fn = mod.get_function(kb.symbol)
+        fn.prepare("".join("P" if a.is_array else _STRUCT[a.dtype] for a in spec.args))
+        return mod, fn
+
+    def close(self):
+        try:
+            self.ctx.pop()
+        except Exception:
+            pass
+
+
+def _launch(gpu: Gpu, fn, launch: Launch, args: list) -> None:
+    drv = gpu.drv
+    if launch.shared_mem > 48 * 1024:
+        fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_mem)
+    fn.prepared_async_call(launch.grid, launch.block, gpu.stream, *args, shared_size=launch.shared_mem)
+
+
+class DeviceCase:
+    """Device buffers for one case's data."""
+
+    def __init__(self, gpu: Gpu, spec: TaskSpec, data: CaseData):
+        self.gpu, self.spec, self.data = gpu, spec, data
+        self.bufs = {}
+        for name, arr in data.arrays.items():
+            self.bufs[name] = gpu.drv.mem_alloc(max(arr.nbytes, 1))
+        self.upload()
+
+    def upload(self):
+        for name, arr in self.data.arrays.items():
+            if arr.nbytes:
+                self.gpu.drv.memcpy_htod(self.bufs[name], np.ascontiguousarray(arr))
+
+    def args(self) -> list:
+        out = []
+        for a in self.spec.args:
+            out.append(int(self.bufs[a.name]) if a.is_array else scalar_numpy(a, self.data.scalars[a.name]))
+        return out
+
+    def download(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name, arr in self.data.arrays.items():
+            host = np.empty_like(arr)
+            if arr.nbytes:
+                self.gpu.drv.memcpy_dtoh(host, self.bufs[name])
+            out[name] = host
+        return out
+
+    def free(self):
+        for b in self.bufs.values():
+            b.free()
+        self.bufs = {}
+
+
+def _run_once(gpu: Gpu, fn, launch: Launch, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]:
+    dc = DeviceCase(gpu, spec, data)
+    try:
+        try:
+            _launch(gpu, fn, launch, dc.args())
+            gpu.stream.synchronize()
+        except gpu.drv.Error as e:
+            raise KernelFault(str(e)) from None
+        return dc.download()
+    finally:
+        try:
+            dc.free()
+        except gpu.drv.Error:
+            pass
+
+
+def _python_reference(spec: TaskSpec):
+    ref = spec.reference
+    modspec = importlib.util.spec_from_file_location("optiml_user_reference", ref.path)
+    mod = importlib.util.module_from_spec(modspec)
+    modspec.loader.exec_module(mod)
+    fn = getattr(mod, ref.function, None)
+    if fn is None:
+        raise AttributeError(f"{ref.path.name} has no function {ref.function!r}")
+    return fn
+
+
+def _python_outputs(fn, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]:
+    kwargs = {}
+    for a in spec.args:
+        if a.role == "scalar":
+            kwargs[a.name] = data.scalars[a.name]
+        elif a.role in ("input", "inout"):
+            kwargs[a.name] = _dt.to_values(data.arrays[a.name].copy(), a.dtype)
+    result = fn(**kwargs)
+    outs = [a for a in spec.args if a.role in ("output", "inout")]
+    if isinstance(result, dict):
+        missing = [a.name for a in outs if a.name not in result]
+        if missing:
+            raise ValueError(f"the reference returned no value for {', '.join(missing)}")
+        values = [result[a.name] for a in outs]
+    elif isinstance(result, (tuple, list)):
+        values = list(result)
+    else:
+        values = [result]
+    if len(values) != len(outs):
+        raise ValueError(f"the reference returned {len(values)} outputs, the spec has {len(outs)}")
+    out = {}
+    for a, v in zip(outs, values):
+        shape = data.arrays[a.name].shape
+        v = np.asarray(v)
+        if v.size != math.prod(shape):
+            raise ValueError(f"the reference's {a.name} has {v.size} elements, the spec's shape {shape} has {math.prod(shape)}")
+        out[a.name] = _dt.to_storage(v.reshape(shape), a.dtype)
+    return out
+
+
+def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult) -> bool:
+    spec = job.spec
+    sizes_all = spec.all_size_sets
+    _, cand = gpu.load(job.candidate, spec)
+    if job.reference is not None:
+        _, ref_fn = gpu.load(job.reference, spec)
+        py_ref = None
+    else:
+        ref_fn = None
+        py_ref = _python_reference(spec)
+    for case in job.cases:
+        sizes = sizes_all[case.size_index]
+        data = make_case(spec, sizes, case.seed, job.candidate.constants)
+        inputs_before = {a.name: data.arrays[a.name].copy() for a in spec.args if a.role == "input"}
+        stage(f"reference at sizes {sizes} (seed {case.seed})")
+        try:
+            if ref_fn is not None:
+                ref_out = _run_once(gpu, ref_fn, job.reference.launches[case.size_index], spec, data)
+            else:
+                ref_out = _python_outputs(py_ref, spec, data)
+        except KernelFault as e:
+            result.status, result.message = "reference_error", f"the reference kernel failed at sizes {sizes}: {e}"
+            return False
+        except Exception as e:  # the user's Python reference raised
+            result.status, result.message = "reference_error", f"the Python reference failed at sizes {sizes}: {type(e).__name__}: {e}"
+            return False
+        stage(f"candidate at sizes {sizes} (seed {case.seed})")
+        try:
+            out = _run_once(gpu, cand, job.candidate.launches[case.size_index], spec, data)
+        except KernelFault as e:
+            msg = str(e)
+            launch_problem = any(s in msg.lower() for s in ("invalid argument", "out of resources", "too many resources", "invalid value"))
+            result.status = "launch_error" if launch_problem else "runtime_error"
+            result.message = f"at sizes {sizes}: {msg}"
+            return False
+        checks = []
+        for a in spec.args:
+            if a.role in ("output", "inout"):
+                tol = spec.tolerance(a.dtype)
+                checks.append(check_output(a.name, out[a.name], ref_out[a.name], a.dtype, tol.atol, tol.rtol,
+                                           poisonable=a.role == "output"))
+        modified = [n for n, before in inputs_before.items() if not np.array_equal(
+            before.view(np.uint8), out[n].view(np.uint8))]
+        check = summarize(case.size_index, sizes, case.seed, checks, modified)
+        result.checks.append(check)
+        if not check.passed:
+            result.status, result.message = "wrong_output", check.message
+            return False
+    return True
+
+
+def time_kernel(gpu: Gpu, job: HarnessJob, stage: Stage) -> TimingResult:
+    spec, drv = job.spec, gpu.drv
+    tcfg = spec.timing
+    sizes = spec.timing_sizes
+    launch = job.candidate.launches[0]
+    _, fn = gpu.load(job.candidate, spec)
+    base_seed = (job.cases[0].seed if job.cases else 0) + 7919
+    first = make_case(spec, sizes, base_seed, job.candidate.constants)
+    set_bytes = sum(a.nbytes for a in first.arrays.values())
+    n_sets = 1
+    if set_bytes < gpu.l2_bytes:  # inputs fit in L2: rotate among several sets
+        n_sets = int(min(8, max(2, math.ceil(2 * gpu.l2_bytes / max(set_bytes, 1)))))
+    stage(f"timing: preparing {n_sets} input set(s) at sizes {sizes}")
+    sets = [DeviceCase(gpu, spec, first)] + [
+        DeviceCase(gpu, spec, make_case(spec, sizes, base_seed + i, job.candidate.constants)) for i in range(1, n_sets)]
+    inout = [a.name for a in spec.args if a.role == "inout"]
+    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.data.arrays[n].nbytes) for n in inout} for s in sets]
+    args = [s.args() for s in sets]
+    flush = None
+    flush_words = 0
+    if tcfg.flush_l2:
+        flush_words = max(1, (2 * gpu.l2_bytes) // 4)
+        flush = drv.mem_alloc(flush_words * 4)
+
+    def reset(i):
+        for n in inout:
+            drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].data.arrays[n].nbytes, gpu.stream)
+
+    try:
+        stage(f"timing: warm-up at sizes {sizes}")
+        start, end = drv.Event(), drv.Event()
+        warm = 0
+        t_begin = time.perf_counter()
+        est_ms = None
+        while warm < 3 or (time.perf_counter() - t_begin) * 1e3 < tcfg.warmup_ms:
+            i = warm % n_sets
+            reset(i)
+            start.record(gpu.stream)
+            _launch(gpu, fn, launch, args[i])
+            end.record(gpu.stream)
+            end.synchronize()
+            est_ms = end.time_since(start)
+            warm += 1
+            if warm >= 1000:
+                break
+        reps = int(min(tcfg.max_reps, max(tcfg.min_reps, math.ceil(tcfg.target_ms / max(est_ms, 1e-3)))))
+        stage(f"timing: {reps} repetitions at sizes {sizes}")
+        events = [(drv.Event(), drv.Event()) for _ in range(reps)]
+        for r, (s_ev, e_ev) in enumerate(events):
+            i = r % n_sets
+            if flush is not None:
+                drv.memset_d32_async(flush, r & 0xFFFF, flush_words, gpu.stream)
+            reset(i)
+            s_ev.record(gpu.stream)
+            _launch(gpu, fn, launch, args[i])
+            e_ev.record(gpu.stream)
+        gpu.stream.synchronize()
+        samples = [e.time_since(s) for s, e in events]
+    except drv.Error as e:
+        raise KernelFault(str(e)) from None
+    finally:
+        for s in sets:
+            try:
+                s.free()
+            except drv.Error:
+                pass
+    return timing_stats(samples, warm, n_sets, flush is not None)
+
+
+def timing_stats(samples: list[float], warmup: int, input_sets: int, flushed: bool) -> TimingResult:
+    a = np.asarray(samples, dtype=np.float64)
+    q10, q25, q50, q75, q90 = np.percentile(a, [10, 25, 50, 75, 90])
+    return TimingResult(median_ms=float(q50), mean_ms=float(a.mean()), min_ms=float(a.min()), max_ms=float(a.max()),
+                        p10_ms=float(q10), p90_ms=float(q90), iqr_ms=float(q75 - q25), reps=int(a.size),
+                        warmup_launches=warmup, input_sets=input_sets, flushed_l2=flushed,
+                        samples_ms=[round(float(x), 6) for x in a])
+
+
+def _copy_on_device(gpu: Gpu, src, nbytes: int):
+    dst = gpu.drv.mem_alloc(max(nbytes, 1))
+    if nbytes:
+        gpu.drv.memcpy_dtod(dst, src, nbytes)
+    return dst
+
+
+def main(jobdir: str) -> int:
+    d = Path(jobdir)
+    stage = Stage(d / "stage.txt")
+    job: HarnessJob = pickle.loads((d / "job.pkl").read_bytes())
+    result = HarnessResult(status="ok")
+    stage("initialising CUDA")
+    gpu = None
+    try:
+        try:
+            gpu = Gpu(job.device)
+        except ImportError:
+            result.status, result.message = "harness_error", "pycuda is not installed; install optiml with the gpu extra (pip install 'optiml-kernels[gpu]')"
+            return _write(d, result)
+        except Exception as e:
+            result.status, result.message = "harness_error", f"could not open GPU {job.device}: {e}"
+            return _write(d, result)
+        result.device_name = gpu.name
+        try:
+            ok = verify(gpu, job, stage, result)
+        except gpu.drv.Error as e:  # loading the module or function
+            result.status, result.message = "launch_error", f"could not load the kernel: {e}"
+            return _write(d, result)
+        if ok and job.time_it:
+            try:
+                result.timing = time_kernel(gpu, job, stage)
+            except KernelFault as e:
+                result.status, result.message = "runtime_error", f"while timing: {e}"
+        stage("done")
+        return _write(d, result)
+    finally:
+        if gpu is not None:
+            gpu.close()
+
+
+def _write(d: Path, result: HarnessResult) -> int:
+    tmp = d / "result.json.tmp"
+    tmp.write_text(json.dumps(result.to_dict()))
+    os.replace(tmp, d / "result.json")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
