@@ -1,0 +1,33 @@
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def gpu_available() -> bool:
+    if shutil.which("nvidia-smi") is None or importlib.util.find_spec("pycuda") is None:
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU and pycuda (run on the device machine: see README)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def build_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("build-cache")

@@ -1,0 +1,112 @@
+"""Real nvcc builds (nvcc is on CI machines; no GPU is needed to compile)."""
+from pathlib import Path
+
+import pytest
+
+from optiml.build import NvccBuilder, normalize_arch, parse_ptxas, plain_name
+from optiml.errors import EnvironmentProblem
+from optiml.spec import find_spec, load_spec
+from tests.conftest import DATA, EXAMPLES
+
+EXAMPLE_KERNELS = sorted(EXAMPLES.glob("*/*.cu"))
+
+
+@pytest.fixture(scope="module")
+def builder(tmp_path_factory):
+    return NvccBuilder("sm_90", cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+def test_there_are_at_least_five_examples():
+    assert len(EXAMPLE_KERNELS) >= 5, EXAMPLE_KERNELS
+
+
+@pytest.mark.parametrize("kernel", EXAMPLE_KERNELS, ids=lambda p: p.stem)
+def test_every_example_builds_and_reports_resources(builder, kernel: Path):
+    spec = load_spec(find_spec(kernel), kernel)
+    result = builder.build(kernel.read_text(), spec.nvcc_flags, include_dir=kernel.parent, name=kernel.name)
+    assert result.ok, result.log
+    res = result.entry_resources(spec.entry)
+    assert res is not None, result.symbols
+    assert 0 < res.registers <= 255
+    assert res.spill_stores == 0 and res.spill_loads == 0
+    assert Path(result.cubin_path).read_bytes()[:4] == b"\x7fELF"
+
+
+def test_tiled_example_reports_static_shared_memory(builder):
+    kernel = EXAMPLES / "sgemm_tiled_conflicts" / "sgemm_tiled_conflicts.cu"
+    spec = load_spec(find_spec(kernel), kernel)
+    res = builder.build(kernel.read_text(), spec.nvcc_flags).entry_resources(spec.entry)
+    assert res.smem_static >= 2 * 32 * 32 * 4
+
+
+def test_compile_error_is_a_status_with_the_log(builder):
+    src = "__global__ void k(float* x) { x[0] = undefined_name; }\n"
+    result = builder.build(src, ("-O3",), name="broken.cu")
+    assert result.status == "compile_error" and result.cubin_path is None
+    assert any("undefined_name" in e for e in result.errors)
+    assert "broken.cu" in result.log
+
+
+def test_cache_hit_and_key_depends_on_flags_and_arch(builder, tmp_path):
+    src = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+    first = builder.build(src, ("-O3",))
+    second = builder.build(src, ("-O3",))
+    assert not first.cached and second.cached and second.cubin_path == first.cubin_path
+    assert builder.build(src, ("-O2",)).key != first.key
+    other = NvccBuilder("sm_80", cache_dir=builder.cache_dir)
+    assert other.key(src, ("-O3",)) != builder.key(src, ("-O3",))
+
+
+def test_timeout_stops_nvcc(tmp_path):
+    slow = NvccBuilder("sm_90", cache_dir=tmp_path, timeout_s=0.05)
+    result = slow.build("__global__ void k(float* x) { x[0] = 1; }\n")
+    assert result.status == "timeout" and "did not finish" in result.log
+    # a timeout is not cached: a later build with time to spare succeeds
+    assert NvccBuilder("sm_90", cache_dir=tmp_path).build("__global__ void k(float* x) { x[0] = 1; }\n").ok
+
+
+def test_resource_usage_reflects_the_code(builder):
+    spilly = """
+__global__ void k(float* x) {
+    float a[100];
+    for (int i = 0; i < 100; i++) a[i] = x[i * (int)threadIdx.x];
+    x[0] = a[(int)threadIdx.x];
+}
+"""
+    result = builder.build(spilly, ("-O3",))
+    res = result.entry_resources("k")
+    assert res.stack_frame >= 100 * 4     # dynamically indexed array goes to local memory
+
+
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z11sgemm_naivePKfS0_Pfiii' for 'sm_90'
+ptxas info    : Function properties for _Z11sgemm_naivePKfS0_Pfiii
+    8 bytes stack frame, 12 bytes spill stores, 16 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 380 bytes cmem[0]
+ptxas info    : Compile time = 2.687 ms
+ptxas info    : Compiling entry function 'k2' for 'sm_90'
+ptxas info    : Function properties for k2
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 8 registers, used 0 barriers
+"""
+
+
+def test_parse_ptxas():
+    res = parse_ptxas(PTXAS_LOG)
+    r = res["_Z11sgemm_naivePKfS0_Pfiii"]
+    assert (r.registers, r.barriers, r.smem_static, r.cmem) == (40, 1, 8192, 380)
+    assert (r.stack_frame, r.spill_stores, r.spill_loads) == (8, 12, 16)
+    assert res["k2"].registers == 8 and res["k2"].smem_static == 0
+
+
+def test_plain_names_of_symbols():
+    assert plain_name("_Z11sgemm_naivePKfS0_Pfiii") == "sgemm_naive"
+    assert plain_name("_Z2ktILi4EEvPf") == "kt"
+    assert plain_name("_ZN2ns6kernelEPf") == "kernel"
+    assert plain_name("vadd") == "vadd"
+
+
+def test_arch_names():
+    assert normalize_arch("9.0") == "sm_90" and normalize_arch("sm_90a") == "sm_90a" and normalize_arch("80") == "sm_80"
+    with pytest.raises(EnvironmentProblem, match="--arch"):
+        normalize_arch("hopper")

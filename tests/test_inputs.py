@@ -1,0 +1,32 @@
+import numpy as np
+
+from optiml import dtypes
+from optiml.spec import ArgSpec, Init
+from optiml.verify.inputs import draw, make_case
+from tests.test_spec import load
+
+
+def test_draws_follow_the_spec():
+    rng = np.random.default_rng(1)
+    u = draw(Init("uniform", low=-2, high=3), (10000,), "float32", rng)
+    assert u.dtype == np.float32 and u.min() >= -2 and u.max() < 3 and u.std() > 1
+    i = draw(Init("integers", low=5, high=9), (1000,), "int64", rng)
+    assert set(np.unique(i)) == {5, 6, 7, 8}
+    n = draw(Init("normal", mean=10, std=0.5), (10000,), "float16", rng)
+    assert n.dtype == np.float16 and abs(float(n.astype(np.float32).mean()) - 10) < 0.05
+    b = draw(Init("normal"), (100,), "bfloat16", rng)
+    assert b.dtype == np.uint16 and np.isfinite(dtypes.bf16_bits_to_float32(b)).all()
+    c = draw(Init("constant", value=3), (4,), "uint8", rng)
+    assert c.tolist() == [3, 3, 3, 3]
+
+
+def test_case_is_seeded_fresh_and_outputs_poisoned(tmp_path):
+    spec = load(tmp_path)
+    a = make_case(spec, {"N": 1000}, seed=1)
+    b = make_case(spec, {"N": 1000}, seed=1)
+    c = make_case(spec, {"N": 1000}, seed=2)
+    assert np.array_equal(a.arrays["x"], b.arrays["x"])
+    assert not np.array_equal(a.arrays["x"], c.arrays["x"])
+    assert not (a.arrays["x"] == 0).any()
+    assert np.isnan(a.arrays["y"]).all()
+    assert a.scalars == {"n": 1000, "alpha": 0.5}

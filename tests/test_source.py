@@ -1,0 +1,51 @@
+import pytest
+
+from optiml.errors import SpecError
+from optiml.source import dtype_of_c_type, parse_source
+
+SRC = r'''
+#include <cuda_fp16.h>
+template <int T>
+__global__ void __launch_bounds__(256) tmpl(const float* __restrict__ a, float* b, int n) { b[0] = a[0] * T; }
+extern "C" __global__ void plain(half* x, long long n, const __nv_bfloat16* __restrict__ y, unsigned char* z, float alpha) {}
+__device__ float helper(float v) { return v; }
+namespace ns { __global__ void nested(double* d) {} }
+'''
+
+
+def test_finds_every_global_with_parameters():
+    info = parse_source(SRC)
+    assert [k.name for k in info.kernels] == ["tmpl", "plain", "nested"]
+    tmpl, plain, nested = info.kernels
+    assert tmpl.templated and not tmpl.extern_c
+    assert plain.extern_c and not plain.templated
+    a, b, n = tmpl.params
+    assert (a.name, a.base_type, a.is_pointer, a.is_const) == ("a", "float", True, True)
+    assert (b.name, b.is_pointer, b.is_const) == ("b", True, False)
+    assert (n.name, n.is_pointer) == ("n", False)
+    assert [dtype_of_c_type(p.base_type) for p in plain.params] == ["float16", "int64", "bfloat16", "uint8", "float32"]
+    assert nested.params[0].base_type == "double"
+
+
+def test_launch_comment_is_read():
+    src = '// optiml:launch {grid = ["cdiv(N, 64)", "cdiv(M, 64)"], block = [256], shared_mem = "64 * 4"}\n__global__ void k(float* x) {}\n'
+    launch = parse_source(src).launch
+    assert launch.grid == ("cdiv(N, 64)", "cdiv(M, 64)")
+    assert launch.block == (256,)
+    assert launch.shared_mem == "64 * 4"
+    assert launch.line == 1
+
+
+@pytest.mark.parametrize("comment,message", [
+    ('// optiml:launch grid = 4', "cannot read"),
+    ('// optiml:launch {grid = [4], threads = [2]}', "unknown key"),
+])
+def test_bad_launch_comment_is_one_sentence(comment, message):
+    with pytest.raises(SpecError, match=message):
+        parse_source(comment + "\n__global__ void k(float* x) {}\n")
+
+
+def test_two_launch_comments_are_refused():
+    src = "// optiml:launch {block = [1]}\n// optiml:launch {block = [2]}\n__global__ void k(float* x) {}\n"
+    with pytest.raises(SpecError, match="only one"):
+        parse_source(src)

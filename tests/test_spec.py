@@ -1,0 +1,162 @@
+"""Spec loading: the happy path and one clear sentence for each user error."""
+from pathlib import Path
+
+import pytest
+
+from optiml.errors import SpecError
+from optiml.source import parse_source
+from optiml.spec import find_spec, load_spec
+
+KERNEL = """
+#define BLOCK 128
+__global__ void scale(const float* x, float* y, int n, float alpha) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) y[i] = alpha * x[i];
+}
+"""
+
+SPEC = """
+[kernel]
+entry = "scale"
+
+[sizes]
+timing = { N = 1048576 }
+verify = [{ N = 1000 }, { N = 77 }]
+
+[[args]]
+name = "x"
+dtype = "float32"
+role = "input"
+shape = ["N"]
+init = { dist = "uniform", low = -2.0, high = 2.0 }
+
+[[args]]
+name = "y"
+dtype = "float32"
+role = "output"
+shape = ["N"]
+
+[[args]]
+name = "n"
+dtype = "int32"
+role = "scalar"
+value = "N"
+
+[[args]]
+name = "alpha"
+dtype = "float32"
+role = "scalar"
+value = 0.5
+
+[launch]
+grid = ["cdiv(N, BLOCK)"]
+block = ["BLOCK"]
+
+[counts]
+bytes = "8 * N"
+"""
+
+
+def write(tmp_path: Path, spec: str = SPEC, kernel: str = KERNEL) -> tuple[Path, Path]:
+    k = tmp_path / "scale.cu"
+    k.write_text(kernel)
+    s = tmp_path / "scale.toml"
+    s.write_text(spec)
+    return k, s
+
+
+def load(tmp_path, spec=SPEC, kernel=KERNEL):
+    k, s = write(tmp_path, spec, kernel)
+    return load_spec(s, k)
+
+
+def test_loads_and_resolves_launch_from_kernel_macros(tmp_path):
+    spec = load(tmp_path)
+    assert spec.entry == "scale"
+    assert [a.role for a in spec.args] == ["input", "output", "scalar", "scalar"]
+    launch = spec.resolve_launch({"N": 1000}, parse_source(KERNEL))
+    assert launch.grid == (8, 1, 1) and launch.block == (128, 1, 1) and launch.shared_mem == 0
+    # a candidate that changes the macro changes its launch
+    launch = spec.resolve_launch({"N": 1000}, parse_source(KERNEL.replace("BLOCK 128", "BLOCK 256")))
+    assert launch.grid == (4, 1, 1) and launch.block == (256, 1, 1)
+    assert spec.count("bytes", {"N": 10}) == 80
+    assert spec.tolerance("float32").atol == 1e-4        # documented default
+    assert spec.tolerance("int32").atol == 0.0
+
+
+def test_source_launch_comment_overrides_spec(tmp_path):
+    spec = load(tmp_path)
+    variant = "// optiml:launch {grid = [\"cdiv(N, 4 * BLOCK)\"]}\n" + KERNEL
+    launch = spec.resolve_launch({"N": 1024}, parse_source(variant))
+    assert launch.grid == (2, 1, 1) and launch.block == (128, 1, 1)
+
+
+def test_tolerance_override(tmp_path):
+    spec = load(tmp_path, SPEC + "\n[tolerance]\nfloat32 = { atol = 0.5 }\n")
+    assert spec.tolerance("float32").atol == 0.5 and spec.tolerance("float32").rtol == 1e-4
+
+
+def test_python_reference_resolved_beside_spec(tmp_path):
+    (tmp_path / "ref.py").write_text("def scale(x, n, alpha):\n    return alpha * x\n")
+    spec = load(tmp_path, SPEC + '\n[reference]\npython = "ref.py:scale"\n')
+    assert spec.reference.kind == "python" and spec.reference.function == "scale"
+    assert spec.reference.path == (tmp_path / "ref.py").resolve()
+
+
+def test_find_spec_points_to_init(tmp_path):
+    k = tmp_path / "scale.cu"
+    k.write_text(KERNEL)
+    with pytest.raises(SpecError, match=r"no task spec found .*optiml init"):
+        find_spec(k)
+    with pytest.raises(SpecError, match="spec file not found"):
+        find_spec(k, tmp_path / "other.toml")
+
+
+@pytest.mark.parametrize("edit,message", [
+    (("[kernel]", "[kernal]"), "unknown key 'kernal'"),
+    (('entry = "scale"', 'entry = "scael"'), r"kernel.entry 'scael' is not a __global__ function .*found: scale"),
+    (('dtype = "float32"\nrole = "input"', 'dtype = "float8"\nrole = "input"'), r"args.x.dtype 'float8' is not supported"),
+    (("timing = { N = 1048576 }", "timing = { N = 0 }"), r"sizes.timing.N must be positive"),
+    (("timing = { N = 1048576 }", "timing = { N = -5 }"), r"sizes.timing.N must be positive"),
+    (("timing = { N = 1048576 }", 'timing = { N = "big" }'), r"sizes.timing.N must be a whole number"),
+    (("verify = [{ N = 1000 }, { N = 77 }]", "verify = [{ N = 1000 }]"), "needs at least two size sets"),
+    (('grid = ["cdiv(N, BLOCK)"]', 'grid = ["cdiv(N, TILE)"]'), r"launch.grid\[0\]: unknown name 'TILE'"),
+    (('shape = ["N"]\ninit', 'shape = ["N * Q"]\ninit'), r"args.x.shape\[0\]: unknown name 'Q'"),
+    (('role = "output"', 'role = "result"'), r"args.y.role must be one of"),
+    (('value = 0.5', 'value = "alpha"'), r"args.alpha.value: unknown name 'alpha'"),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "gaussian"'), r"args.x.init.dist must be one of"),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "uniform", low = 2.0, high = 1.0'), "must be greater than low"),
+    (('block = ["BLOCK"]', 'block = ["BLOCK", 1, 1, 1]'), "1 to 3 dimensions"),
+    (('block = ["BLOCK"]', 'block = ["BLOCK - 128"]'), "must be positive"),
+    (('role = "output"', 'role = "input"'), "nothing to verify"),
+])
+def test_user_errors_are_one_sentence_naming_the_field(tmp_path, edit, message):
+    old, new = edit
+    assert old in SPEC
+    with pytest.raises(SpecError, match=message) as e:
+        load(tmp_path, SPEC.replace(old, new, 1))
+    assert "\n" not in str(e.value)
+    assert str(tmp_path / "scale.toml") in str(e.value)
+
+
+def test_malformed_toml(tmp_path):
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load(tmp_path, SPEC + "\n[[args\n")
+
+
+def test_arguments_must_match_parameters(tmp_path):
+    fewer = SPEC.split("[[args]]\nname = \"alpha\"")[0] + SPEC.split("value = 0.5")[1]
+    with pytest.raises(SpecError, match=r"lists 3 arguments but scale .* takes 4 \(x, y, n, alpha\)"):
+        load(tmp_path, fewer)
+    with pytest.raises(SpecError, match=r"args.x is an array \(input\) but parameter 'n' of scale is a scalar"):
+        load(tmp_path, SPEC, KERNEL.replace("const float* x, float* y, int n", "int n, const float* x, float* y"))
+    with pytest.raises(SpecError, match=r"dtype float32 but parameter 'x' of scale is const double\*"):
+        load(tmp_path, SPEC, KERNEL.replace("const float* x", "const double* x"))
+    with pytest.raises(SpecError, match=r"role output but parameter 'y' is const"):
+        load(tmp_path, SPEC, KERNEL.replace("float* y", "const float* y"))
+
+
+def test_missing_kernel_file(tmp_path):
+    _, s = write(tmp_path)
+    with pytest.raises(SpecError, match="kernel file not found"):
+        load_spec(s, tmp_path / "nope.cu")
