@@ -168,7 +168,7 @@ def parse_raw_csv(text: str) -> NcuReport:
         raise ValueError("no ncu CSV header row (with 'ID' and 'Kernel Name') in the text")
     header, rows = found
     units: dict[str, str] = {}
-    if False:
+    if rows and _cells(header, rows[0]).get("ID", "").strip() == "":
         units = {k: v.strip() for k, v in _cells(header, rows[0]).items()}
         rows = rows[1:]
     nvtx_columns = [h for h in header if _is_nvtx_column(h)]
