@@ -126,18 +126,18 @@ class TaskSpec:
 
     def shape(self, arg: ArgSpec, sizes: Mapping[str, int], constants: Mapping = {}) -> tuple[int, ...]:
         env = self.env(sizes, constants)
-        return tuple(_expr.evaluate_int(e, env, where=f"{self.path.name}: args.{arg.name}.shape[{i}]")
+        return tuple(_expr.evaluate_int(e, env, where=f"{self.path}: args.{arg.name}.shape[{i}]")
                      for i, e in enumerate(arg.shape))
 
     def scalar_value(self, arg: ArgSpec, sizes: Mapping[str, int], constants: Mapping = {}):
-        v = _expr.evaluate(arg.value, self.env(sizes, constants), where=f"{self.path.name}: args.{arg.name}.value")
+        v = _expr.evaluate(arg.value, self.env(sizes, constants), where=f"{self.path}: args.{arg.name}.value")
         return float(v) if _dt.get(arg.dtype).kind == "float" else int(v)
 
     def count(self, which: str, sizes: Mapping[str, int], constants: Mapping = {}) -> float | None:
         e = self.flops if which == "flops" else self.bytes
         if e is None:
             return None
-        return float(_expr.evaluate(e, self.env(sizes, constants), where=f"{self.path.name}: counts.{which}"))
+        return float(_expr.evaluate(e, self.env(sizes, constants), where=f"{self.path}: counts.{which}"))
 
     def resolve_launch(self, sizes: Mapping[str, int], source: SourceInfo | None = None) -> Launch:
         """Launch geometry for ``sizes`` using the candidate source's constants and its
@@ -145,7 +145,7 @@ class TaskSpec:
         constants = source.constants if source else {}
         env = self.env(sizes, constants)
         grid, block, smem = self.launch.grid, self.launch.block, self.launch.shared_mem
-        origin = f"{self.path.name}: launch"
+        origin = f"{self.path}: launch"
         if source is not None and source.launch is not None:
             o = source.launch
             if o.grid is not None:

@@ -106,7 +106,8 @@ def check_output(name: str, out: np.ndarray, ref: np.ndarray, dtype: str, atol: 
     res.mismatched = int((~ok & ~(o_nan & ~r_nan) & ~(o_inf & ~r_inf)).sum())
     if both_finite.any():
         res.max_abs_err = float(diff.max())
-        rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
         rel = np.where(both_finite & (np.abs(r) > 0), rel, np.where(diff > 0, np.inf, 0.0))
         res.max_rel_err = float(rel.max())
         denom = float(np.linalg.norm(r[both_finite]))

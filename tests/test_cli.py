@@ -1,0 +1,88 @@
+"""The command line on a machine without a GPU: help, init, build, and one-sentence errors."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from optiml.cli import main
+from optiml.spec import load_spec
+from tests.conftest import EXAMPLES, ROOT
+from tests.test_spec import KERNEL, SPEC, write
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(main, list(map(str, args)), env=env)
+
+
+def test_import_and_help_need_no_gpu_libraries():
+    code = ("import sys, optiml, optiml.cli, optiml.pipeline, optiml.verify.harness, optiml.profiler; "
+            "heavy = [m for m in ('pycuda', 'openai', 'pandas') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "optiml", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "eval" in r.stdout and "init" in r.stdout
+
+
+def test_init_writes_a_draft_that_loads(tmp_path):
+    k = tmp_path / "scale.cu"
+    k.write_text(KERNEL)
+    r = run("init", k)
+    assert r.exit_code == 0, r.output
+    draft = (tmp_path / "scale.toml").read_text()
+    assert "TODO" in draft and 'entry = "scale"' in draft
+    spec = load_spec(tmp_path / "scale.toml", k)
+    assert [a.role for a in spec.args] == ["input", "output", "scalar", "scalar"]
+    assert spec.args[0].dtype == "float32" and spec.args[2].dtype == "int32"
+    # a second init does not overwrite
+    r = run("init", k)
+    assert r.exit_code != 0 and "--force" in r.output
+
+
+def test_init_lists_other_kernels_and_takes_entry(tmp_path):
+    k = tmp_path / "two.cu"
+    k.write_text("__global__ void first(float* a, int n) {}\n__global__ void second(const double* x, double* y, long long n) {}\n")
+    assert run("init", k, "--entry", "second").exit_code == 0
+    text = (tmp_path / "two.toml").read_text()
+    assert 'entry = "second"' in text and "first" in text and '"float64"' in text and '"int64"' in text
+    r = run("init", k, "--entry", "third", "-o", tmp_path / "x.toml")
+    assert r.exit_code == 1 and "first, second" in r.output
+
+
+def test_build_reports_resources_without_gpu():
+    kernel = EXAMPLES / "sgemm_tiled_conflicts" / "sgemm_tiled_conflicts.cu"
+    r = run("build", kernel, "--arch", "sm_90", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["status"] == "ok" and data["resources"]["smem_static"] >= 8192
+
+
+def test_build_of_broken_kernel_exits_3_with_the_log(tmp_path):
+    k, _ = write(tmp_path, kernel=KERNEL.replace("alpha * x[i]", "alpha * x[i] + missing"))
+    r = run("build", k, "--arch", "sm_90")
+    assert r.exit_code == 3 and "compile_error" in r.output and "missing" in r.output
+
+
+@pytest.mark.parametrize("setup,message", [
+    (lambda d: write(d)[0].parent / "nope.cu", "kernel file not found"),
+    (lambda d: (d / "lonely.cu").write_text(KERNEL) and d / "lonely.cu", "optiml init"),
+    (lambda d: write(d, SPEC.replace('dtype = "float32"\nrole = "input"', 'dtype = "complex64"\nrole = "input"'))[0], "complex64"),
+    (lambda d: write(d, SPEC.replace('entry = "scale"', 'entry = "scal"'))[0], "found: scale"),
+    (lambda d: write(d, SPEC + "\n[[args\n")[0], "not valid TOML"),
+])
+def test_user_errors_are_one_line_without_traceback(tmp_path, setup, message):
+    kernel = setup(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "optiml", "eval", str(kernel)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_eval_without_gpu_says_so(tmp_path):
+    k, _ = write(tmp_path)
+    env = dict(os.environ, PATH="/nonexistent")
+    r = subprocess.run([sys.executable, "-m", "optiml", "eval", str(k)], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 1 and "no GPU" in r.stderr and "Traceback" not in r.stderr

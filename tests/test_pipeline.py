@@ -1,0 +1,63 @@
+"""The evaluation pipeline with a real nvcc and a fake harness (it records the jobs it is given
+and answers 'ok' without a GPU): what reaches the GPU, and what is stopped before it."""
+from optiml.build import NvccBuilder
+from optiml.pipeline import Candidate, Evaluator
+from optiml.verify.harness import HarnessResult
+from tests.test_spec import KERNEL, load
+
+
+class RecordingFakeHarness:
+    def __init__(self):
+        self.jobs = []
+
+    def run(self, job):
+        self.jobs.append(job)
+        return HarnessResult("ok")
+
+
+def make(tmp_path, **kw):
+    spec = load(tmp_path)
+    harness = RecordingFakeHarness()
+    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"), harness, **kw)
+    return ev, harness
+
+
+def test_job_has_fresh_seeds_every_size_and_the_candidates_launch(tmp_path):
+    ev, harness = make(tmp_path)
+    result = ev.evaluate(Candidate(KERNEL.replace("BLOCK 128", "BLOCK 512")))
+    assert result.status == "ok" and result.resources.registers > 0
+    job = harness.jobs[0]
+    assert [c.size_index for c in job.cases] == [1, 1, 1, 2, 2, 2, 0]
+    assert len({c.seed for c in job.cases}) == 7
+    assert job.candidate.launches[0].block == (512, 1, 1) and job.candidate.launches[0].grid == (2048, 1, 1)
+    assert job.reference.launches[0].block == (128, 1, 1)          # the seed keeps its own launch
+    ev.evaluate(Candidate(KERNEL))
+    assert harness.jobs[1].cases[0].seed != job.cases[0].seed      # fresh inputs on every evaluation
+
+
+def test_fixed_seed_is_reproducible(tmp_path):
+    ev, harness = make(tmp_path, seed=42)
+    ev.evaluate(Candidate(KERNEL))
+    ev.evaluate(Candidate(KERNEL))
+    assert harness.jobs[0].cases == harness.jobs[1].cases
+
+
+def test_failures_before_the_gpu_are_statuses(tmp_path):
+    ev, harness = make(tmp_path)
+    r = ev.evaluate(Candidate(KERNEL.replace("BLOCK 128", "BLOCK 2048")))
+    assert r.status == "launch_config_error" and "at most 1024" in r.message
+    r = ev.evaluate(Candidate(KERNEL.replace("void scale", "void scaled")))
+    assert r.status == "source_error" and "found: scaled" in r.message
+    r = ev.evaluate(Candidate(KERNEL.replace("alpha * x[i]", "alpha * x[i] + nope")))
+    assert r.status == "compile_error" and "nope" in r.message
+    r = ev.evaluate(Candidate("// optiml:launch {grid = [\"cdiv(N, WIDTH)\"]}\n" + KERNEL))
+    assert r.status == "launch_config_error" and "WIDTH" in r.message
+    assert harness.jobs == []                                        # none of these reached the GPU
+
+
+def test_broken_seed_is_a_reference_error_for_candidates(tmp_path):
+    spec = load(tmp_path)
+    harness = RecordingFakeHarness()
+    ev = Evaluator(spec, KERNEL.replace("alpha * x[i]", "alpha * x[i] +"), NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
+    r = ev.evaluate(Candidate(KERNEL))
+    assert r.status == "reference_error" and "does not build" in r.message
