@@ -209,3 +209,89 @@ def format_evaluation(ev, kernel: Path, spec) -> str:
                      f"{t.reps} reps, {t.input_sets} input set(s), L2 {'flushed' if t.flushed_l2 else 'warm'})"
                      + (": " + ", ".join(extra) if extra else ""))
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------- profile
+
+@main.command()
+@click.argument("kernel", type=click.Path(path_type=Path), required=False)
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Task spec (default: kernel.toml beside the kernel).")
+@click.option("--import", "import_path", type=click.Path(path_type=Path),
+              help="Read an existing ncu export (raw or details CSV, or .ncu-rep) instead of profiling.")
+@click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
+@click.option("--clock-control", type=click.Choice(["base", "none"]), default="base", show_default=True,
+              help="ncu --clock-control: lock clocks to base, or leave them as they are.")
+@click.option("--timeout", default=180.0, show_default=True, help="Seconds before ncu is stopped.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def profile(kernel: Path | None, spec_path: Path | None, import_path: Path | None, arch: str | None,
+            clock_control: str, timeout: float, as_json: bool) -> None:
+    """Profile KERNEL with Nsight Compute (after verifying it), or read one with --import."""
+    from .profiler.diagnosis import diagnose
+
+    if import_path is not None:
+        from .profiler.model import extract_metrics
+        from .profiler.ncu import import_report
+
+        if not import_path.is_file():
+            raise UserError(f"{import_path}: file not found.")
+        try:
+            _, report = import_report(import_path)
+        except ValueError as e:
+            raise UserError(f"{import_path}: not an ncu CSV export ({e}).") from None
+        out = []
+        for launch in report.launches:
+            metrics = extract_metrics(launch)
+            out.append({"kernel": launch.kernel_name, "id": launch.id, "nvtx": list(launch.nvtx_names),
+                        "metrics": metrics, "diagnosis": diagnose(metrics)})
+        if as_json:
+            click.echo(json.dumps(out, indent=2, default=str))
+        else:
+            for item in out:
+                click.echo(f"launch {item['id']}: {item['kernel']}" + (f" [{', '.join(item['nvtx'])}]" if item["nvtx"] else ""))
+                click.echo(format_metrics(item["metrics"], item["diagnosis"]))
+        return
+    if kernel is None:
+        raise UserError("give a KERNEL to profile, or --import FILE to read an existing ncu export.")
+
+    from .build import NvccBuilder
+    from .pipeline import Candidate, Evaluator
+    from .profiler.ncu import NcuProfiler
+    from .verify.harness import SubprocessHarness
+
+    source, spec = _load(kernel, spec_path)
+    _require_gpu()
+    profiler = NcuProfiler(timeout_s=timeout, clock_control=clock_control)
+    evaluator = Evaluator(spec, source, NvccBuilder(_arch(arch)), SubprocessHarness(), include_dir=kernel.resolve().parent,
+                          kernel_name=kernel.name, profiler=profiler)
+    ev = evaluator.evaluate(Candidate(source, name=kernel.name))
+    if as_json:
+        click.echo(json.dumps(ev.to_dict().get("profile") | {"status_eval": ev.status} if ev.profile else
+                              {"status_eval": ev.status, "message": ev.message}, indent=2, default=str))
+    else:
+        click.echo(format_evaluation(ev, kernel, spec))
+        p = ev.profile
+        if p is not None:
+            if p.ok:
+                click.echo(f"profile   ok in {p.wall_s:.2f} s (ncu, clock control {clock_control})")
+                click.echo(format_metrics(p.metrics, p.diagnosis))
+            else:
+                click.echo(f"profile   {p.status.value}: {p.message}")
+    if not ev.ok or ev.profile is None or not ev.profile.ok:
+        sys.exit(EXIT_CANDIDATE_FAILED)
+
+
+def format_metrics(metrics: dict, diagnosis: list[str]) -> str:
+    from .profiler.metrics import catalogue_by_key
+
+    table = catalogue_by_key()
+    lines = []
+    for key, value in metrics.items():
+        if value is None:
+            continue
+        unit = table[key].unit if key in table else ""
+        shown = f"{value:,.4g}" if isinstance(value, float) else str(value)
+        lines.append(f"  {key:<34} {shown} {unit}".rstrip())
+    if diagnosis:
+        lines.append("diagnosis:")
+        lines.extend(f"  - {s}" for s in diagnosis)
+    return "\n".join(lines)

@@ -47,6 +47,7 @@ class Evaluation:
     gbps: float | None = None
     wall_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)
+    profile: object | None = None      # a profiler.ProfileResult for verified candidates
 
     @property
     def ok(self) -> bool:
@@ -56,13 +57,17 @@ class Evaluation:
         d = asdict(self)
         d["build"] = self.build.to_dict() if self.build else None
         d["harness"] = self.harness.to_dict() if self.harness else None
+        if self.profile is not None:
+            p = self.profile
+            d["profile"] = {"status": p.status.value, "message": p.message, "metrics": p.metrics,
+                            "diagnosis": p.diagnosis, "wall_s": p.wall_s, "dropped_metrics": p.dropped_metrics}
         return d
 
 
 class Evaluator:
     def __init__(self, spec: TaskSpec, seed_source: str, builder: Builder, harness: Harness, *,
                  include_dir: Path | None = None, seed: int | None = None, device: int = 0,
-                 kernel_name: str = "kernel.cu"):
+                 kernel_name: str = "kernel.cu", profiler=None):
         self.spec = spec
         self.seed_source = seed_source
         self.builder = builder
@@ -72,6 +77,8 @@ class Evaluator:
         self.device = device
         self.kernel_name = kernel_name
         self._reference: KernelBinary | None = None
+        self.profiler = profiler           # profiles verified candidates only; None: runtime alone
+        self._profile_warned = False
 
     # ------------------------------------------------------------------ helpers
     def _flags(self, candidate: Candidate) -> tuple[str, ...]:
@@ -171,9 +178,35 @@ class Evaluator:
             secs = hr.timing.median_ms * 1e-3
             ev.gflops = flops / secs / 1e9 if flops else None
             ev.gbps = nbytes / secs / 1e9 if nbytes else None
+        if self.profiler is not None and ev.status == "ok":
+            self._profile(ev, job, kb)
         ev.wall_s = time.perf_counter() - t0
         logger.info("evaluated {}: {} {}", candidate.name, ev.status, f"{ev.median_ms:.4f} ms" if ev.median_ms else "")
         return ev
+
+
+    def _profile(self, ev: Evaluation, job: HarnessJob, kb: KernelBinary) -> None:
+        from dataclasses import replace as _replace
+
+        from .profiler.diagnosis import diagnose, peaks_for_device
+
+        device = ev.harness.device_name if ev.harness else ""
+        prof = self.profiler.profile(job, device)
+        ev.stage_s["profile"] = prof.wall_s or 0.0
+        if not prof.ok:
+            if not self._profile_warned:
+                logger.warning("profiling failed ({}: {}); going on with runtime alone", prof.status.value, prof.message)
+                self._profile_warned = True
+            ev.profile = prof
+            return
+        sizes = self.spec.timing_sizes
+        half = any(a.dtype in ("float16", "bfloat16") for a in self.spec.args if a.role == "input")
+        flops = self.spec.count("flops", sizes, kb.constants)
+        nbytes = self.spec.count("bytes", sizes, kb.constants)
+        matmul_like = half and bool(flops and nbytes and flops / nbytes > 16)
+        sentences = diagnose(prof.metrics, flops=flops, bytes_moved=nbytes, peaks=peaks_for_device(device),
+                             is_half_matmul=matmul_like)
+        ev.profile = _replace(prof, diagnosis=sentences)
 
 
 class _ReferenceUnavailable(Exception):

@@ -52,6 +52,7 @@ class HarnessJob:
     cases: tuple[Case, ...]
     time_it: bool = True
     device: int = 0
+    profile_tag: str | None = None          # profile mode: one launch inside NVTX range optiml.profile.<tag>
 
 
 @dataclass

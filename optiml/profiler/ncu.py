@@ -1,0 +1,155 @@
+"""Driving Nsight Compute on the harness's child process.
+
+The child (``python -m optiml.verify.worker`` in profile mode) launches the candidate once at
+the timing size inside an NVTX range ``optiml.profile.<tag>`` (domain ``optiml``); ncu is
+restricted to that range with ``--nvtx --nvtx-include "optiml@optiml.profile.<tag>/"``, runs
+with an explicit ``--clock-control``, writes a report, and the report is imported as a
+raw-page CSV with base units. Every failure (no ncu, no counter permission, a timeout, a
+crash under replay, an unknown metric) comes back as a ProfileResult status.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from loguru import logger
+
+from .metrics import cached_query_metrics, filter_known, ncu_metric_names
+from .model import extract_metrics
+from .ncu_csv import classify_ncu_failure, parse_details_csv, parse_raw_csv
+from .types import ProfileResult, ProfileStatus
+
+DEFAULT_TIMEOUT_S = 180.0
+
+
+def find_ncu() -> str | None:
+    path = shutil.which("ncu")
+    if path:
+        return path
+    for p in ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu"):
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def _run(cmd: list[str], timeout_s: float, env: dict | None = None) -> tuple[int | None, str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out or ""
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = proc.communicate()
+        return None, out or ""
+
+
+def import_report(path: Path, ncu: str | None = None) -> tuple[str, object]:
+    """Read an existing ncu export: a raw or details CSV, or a .ncu-rep (needs ncu). Returns
+    (csv text, NcuReport)."""
+    path = Path(path)
+    if path.suffix == ".ncu-rep":
+        ncu = ncu or find_ncu()
+        if ncu is None:
+            from ..errors import EnvironmentProblem
+            raise EnvironmentProblem(f"{path}: reading a .ncu-rep needs ncu on PATH; export it elsewhere with `ncu -i {path.name} --csv --page raw --print-units base`.")
+        code, text = _run([ncu, "-i", str(path), "--csv", "--page", "raw", "--print-units", "base"], 300)
+    else:
+        text = path.read_text(errors="replace")
+    if '"Metric Name"' in text and '"Metric Value"' in text:  # the long "details" page
+        return text, parse_details_csv(text)
+    return text, parse_raw_csv(text)
+
+
+class NcuProfiler:
+    """Profiles one verified candidate per ncu process."""
+
+    def __init__(self, *, ncu: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, clock_control: str = "base",
+                 cache_dir: Path | None = None, python: str | None = None, metrics: list[str] | None = None):
+        self.ncu = ncu or find_ncu()
+        self.timeout_s = timeout_s
+        self.clock_control = clock_control
+        self.cache_dir = Path(cache_dir) if cache_dir else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "optiml"
+        self.python = python or sys.executable
+        self.requested = metrics or ncu_metric_names()
+        self._known: list[str] | None = None
+        self._dropped: list[str] = []
+
+    def _version(self) -> str:
+        code, out = _run([self.ncu, "--version"], 60)
+        m = re.search(r"Version ([\d.]+)", out)
+        return m.group(1) if m else "unknown"
+
+    def metric_list(self, device_name: str) -> tuple[list[str], list[str]]:
+        """The requested metrics this ncu knows for this GPU (asked once, cached on disk)."""
+        if self._known is None:
+            def produce() -> str:
+                code, out = _run([self.ncu, "--query-metrics"], 120)
+                return out if code == 0 else ""
+            text = cached_query_metrics(self.cache_dir, self._version(), device_name or "gpu", produce)
+            if text.strip():
+                self._known, self._dropped = filter_known(self.requested, text)
+            else:
+                logger.warning("ncu --query-metrics gave nothing; requesting the metric list unchecked")
+                self._known, self._dropped = list(self.requested), []
+        return self._known, self._dropped
+
+    def profile(self, job, device_name: str = "") -> ProfileResult:
+        """Profile ``job.candidate`` (a HarnessJob) at the timing size."""
+        if self.ncu is None:
+            return ProfileResult.failure(ProfileStatus.NCU_MISSING, "ncu (Nsight Compute) was not found on PATH")
+        t0 = time.perf_counter()
+        metrics, dropped = self.metric_list(device_name)
+        tag = uuid.uuid4().hex[:12]
+        with tempfile.TemporaryDirectory(prefix="optiml-ncu-") as tmp:
+            d = Path(tmp)
+            (d / "job.pkl").write_bytes(pickle.dumps(replace(job, profile_tag=tag, time_it=False)))
+            env = dict(os.environ)
+            pkg_root = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            rep = d / "profile"
+            cmd = [self.ncu, "--nvtx", "--nvtx-include", f"optiml@optiml.profile.{tag}/",
+                   "--metrics", ",".join(metrics), "--clock-control", self.clock_control,
+                   "--cache-control", "all", "-o", str(rep), "-f",
+                   self.python, "-m", "optiml.verify.worker", str(d)]
+            code, out = _run(cmd, self.timeout_s, env)
+            wall = time.perf_counter() - t0
+            if code is None:
+                return ProfileResult.failure(ProfileStatus.TIMEOUT, f"ncu did not finish within {self.timeout_s:g} s",
+                                             wall_s=wall, dropped_metrics=dropped)
+            failure = classify_ncu_failure(out)
+            report = rep.with_suffix(".ncu-rep")
+            if failure is not None and not report.exists():
+                status, message = failure
+                return ProfileResult.failure(status, message, wall_s=wall, dropped_metrics=dropped)
+            if not report.exists():
+                return ProfileResult.failure(ProfileStatus.ERROR, f"ncu wrote no report (exit code {code}): "
+                                             + (out.strip().splitlines()[-1] if out.strip() else "no output"),
+                                             wall_s=wall, dropped_metrics=dropped)
+            code, text = _run([self.ncu, "-i", str(report), "--csv", "--page", "raw", "--print-units", "base"], 300)
+            wall = time.perf_counter() - t0
+        try:
+            parsed = parse_raw_csv(text)
+        except ValueError:
+            return ProfileResult.failure(ProfileStatus.REPLAY_FAILED,
+                                         "ncu profiled no launch of the candidate (it may have crashed under replay)",
+                                         raw_csv=text, wall_s=wall, dropped_metrics=dropped)
+        launches = [launch for launch in parsed.launches if any(f"optiml.profile.{tag}" in n for n in launch.nvtx_names)] or parsed.launches
+        if not launches:
+            return ProfileResult.failure(ProfileStatus.REPLAY_FAILED, "the ncu report holds no launch", raw_csv=text, wall_s=wall)
+        values = extract_metrics(launches[-1])
+        return ProfileResult(ProfileStatus.OK, "", metrics=values, diagnosis=[], raw_csv=text, wall_s=wall,
+                             dropped_metrics=dropped)
