@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -21,6 +20,7 @@ from typing import Protocol
 from loguru import logger
 
 from .errors import EnvironmentProblem
+from .procs import run_with_timeout
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -254,19 +254,10 @@ class NvccBuilder:
 
 
 def _run_with_timeout(cmd: list[str], timeout_s: float, cwd: Path) -> tuple[str, str]:
-    """Run a compiler in its own process group, killing the whole group on timeout."""
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace", start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        return "timeout", (out or "")[-100_000:] + f"\nnvcc did not finish within {timeout_s:g} s and was stopped."
-    out = out or ""
+    """Run nvcc; a timeout kills its whole process group. Returns (status, log)."""
+    code, out = run_with_timeout(cmd, timeout_s, cwd=cwd)
+    if code is None:
+        return "timeout", out[-100_000:] + f"\nnvcc did not finish within {timeout_s:g} s and was stopped."
     if len(out) > 1_000_000:
         out = out[:500_000] + "\n[... compiler output truncated ...]\n" + out[-200_000:]
-    return ("ok" if proc.returncode == 0 else "compile_error"), out
+    return ("ok" if code == 0 else "compile_error"), out

@@ -234,7 +234,6 @@ def _type_names(types) -> str:
 def load_spec(spec_path: Path, kernel_path: Path | None = None, kernel_source: str | None = None) -> TaskSpec:
     """Read and validate a spec. With the kernel's source, also check it against the kernel."""
     spec_path = Path(spec_path)
-    fname = str(spec_path)
     try:
         data = tomllib.loads(spec_path.read_text())
     except FileNotFoundError:

@@ -13,8 +13,6 @@ import os
 import pickle
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from loguru import logger
+
+from ..procs import run_with_timeout
 
 from .metrics import cached_query_metrics, filter_known, ncu_metric_names
 from .model import extract_metrics
@@ -43,18 +43,7 @@ def find_ncu() -> str | None:
 
 
 def _run(cmd: list[str], timeout_s: float, env: dict | None = None) -> tuple[int | None, str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            env=env, start_new_session=True, stdin=subprocess.DEVNULL)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out or ""
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        return None, out or ""
+    return run_with_timeout(cmd, timeout_s, env=env)
 
 
 def import_report(path: Path, ncu: str | None = None) -> tuple[str, object]:

@@ -1,0 +1,24 @@
+"""Running a tool (nvcc, ncu) in its own process group with a wall-clock limit."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+
+def run_with_timeout(cmd: list[str], timeout_s: float, *, cwd: Path | None = None,
+                     env: dict | None = None) -> tuple[int | None, str]:
+    """(exit code, stdout+stderr); the code is None when the whole group was killed at the timeout."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out or ""
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = proc.communicate()
+        return None, out or ""
