@@ -6,7 +6,7 @@ import pytest
 from optiml.build import NvccBuilder, normalize_arch, parse_ptxas, plain_name
 from optiml.errors import EnvironmentProblem
 from optiml.spec import find_spec, load_spec
-from tests.conftest import DATA, EXAMPLES
+from tests.conftest import EXAMPLES
 
 EXAMPLE_KERNELS = sorted(EXAMPLES.glob("*/*.cu"))
 

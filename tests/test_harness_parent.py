@@ -2,9 +2,7 @@
 standing in for `python -m optiml.verify.worker`): a child that hangs is killed at the timeout,
 a child that dies is reported as a runtime error, and the parent goes on either way."""
 import importlib.util
-import os
 import stat
-import sys
 from pathlib import Path
 
 import pytest

@@ -1,7 +1,7 @@
 import numpy as np
 
 from optiml import dtypes
-from optiml.spec import ArgSpec, Init
+from optiml.spec import Init
 from optiml.verify.inputs import draw, make_case
 from tests.test_spec import load
 
