@@ -148,6 +148,12 @@ def plain_name(symbol: str) -> str:
 
 @lru_cache(maxsize=1)
 def nvcc_path() -> str:
+    """``OPTIML_NVCC`` if set, else nvcc on PATH, else the usual CUDA location."""
+    chosen = os.environ.get("OPTIML_NVCC")
+    if chosen:
+        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+            raise EnvironmentProblem(f"nvcc was not found at OPTIML_NVCC={chosen}; point it at the nvcc executable or unset it.")
+        return chosen
     path = shutil.which("nvcc") or next(
         (p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
     if path is None:

@@ -265,8 +265,9 @@ def profile(kernel: Path | None, spec_path: Path | None, import_path: Path | Non
                           kernel_name=kernel.name, profiler=profiler)
     ev = evaluator.evaluate(Candidate(source, name=kernel.name))
     if as_json:
-        click.echo(json.dumps(ev.to_dict().get("profile") | {"status_eval": ev.status} if ev.profile else
-                              {"status_eval": ev.status, "message": ev.message}, indent=2, default=str))
+        data = {"evaluation_status": ev.status, "evaluation_message": ev.message, "median_ms": ev.median_ms}
+        data |= ev.to_dict().get("profile") or {"status": None}
+        click.echo(json.dumps(data, indent=2, default=str))
     else:
         click.echo(format_evaluation(ev, kernel, spec))
         p = ev.profile

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+
 import pytest
 from click.testing import CliRunner
 
@@ -85,3 +86,11 @@ def test_eval_without_gpu_says_so(tmp_path):
     env = dict(os.environ, PATH="/nonexistent")
     r = subprocess.run([sys.executable, "-m", "optiml", "eval", str(k)], capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 1 and "no GPU" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_build_without_nvcc_says_so(tmp_path):
+    k, _ = write(tmp_path)
+    env = dict(os.environ, OPTIML_NVCC=str(tmp_path / "no-such-nvcc"))
+    r = subprocess.run([sys.executable, "-m", "optiml", "build", str(k), "--arch", "sm_90"],
+                       capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 1 and "nvcc was not found" in r.stderr and "Traceback" not in r.stderr

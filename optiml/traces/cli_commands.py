@@ -1,0 +1,103 @@
+"""``optiml runs | show | best | export``: click commands over the trace database.
+
+Registered by ``optiml.cli`` with ``main.add_command(...)``; the group turns UserError into a
+one-line click error.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..errors import UserError
+from .store import DB_ENV, DEFAULT_DB, TraceStore
+
+db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+                         envvar=DB_ENV, default=DEFAULT_DB, show_default=True,
+                         help=f"Trace database (also ${DB_ENV}).")
+
+
+def _open(db_path: Path) -> TraceStore:
+    return TraceStore(db_path, create=False)
+
+
+@click.command()
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, for scripts.")
+def runs(db_path: Path, as_json: bool) -> None:
+    """List recorded runs: task, status, candidates evaluated, best speedup, when."""
+    from .report import format_runs
+
+    with _open(db_path) as store:
+        rows = store.runs()
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        click.echo(format_runs(rows), nl=False)
+
+
+@click.command()
+@click.argument("run_id", type=int)
+@db_option
+@click.option("--node", "node_id", type=int, help="Show this candidate in full instead of the path.")
+def show(run_id: int, db_path: Path, node_id: int | None) -> None:
+    """Show the path from the seed to the best kernel of RUN_ID: rationale, diff, speedup and metric deltas."""
+    from .report import format_node, format_path
+
+    with _open(db_path) as store:
+        store.run(run_id)
+        if node_id is not None:
+            if store.node(node_id).run_id != run_id:
+                raise UserError(f"--node: node {node_id} is not in run {run_id}.")
+            text = format_node(store, node_id)
+        else:
+            text = format_path(store, run_id)
+    click.echo(text, nl=False)
+
+
+@click.command()
+@click.argument("run_id", type=int)
+@db_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where to write the best verified kernel source.")
+def best(run_id: int, db_path: Path, output: Path) -> None:
+    """Write the best verified kernel of RUN_ID to a file."""
+    with _open(db_path) as store:
+        store.run(run_id)
+        node = store.best_node(run_id)
+        if node is None:
+            raise UserError(f"run {run_id} has no verified candidate yet, so there is no best kernel to write.")
+        text = store.source(node.source_hash)
+        ms = store.evaluation(node.id)["median_ms"]
+    try:
+        output.write_text(text)
+    except OSError as e:
+        raise UserError(f"{output}: cannot write the kernel ({e.strerror}).") from None
+    click.echo(f"{output}: node {node.id}, {ms:.4g} ms")
+
+
+@click.command()
+@click.argument("run_id", type=int)
+@db_option
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), default=None,
+              help="Output format (default: from the file suffix, else csv).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Output file (default: run-RUN_ID.FORMAT).")
+def export(run_id: int, db_path: Path, fmt: str | None, output: Path | None) -> None:
+    """Export RUN_ID as a table, one row per candidate with its metrics as columns."""
+    from .export import export_run
+
+    if output is None:
+        fmt = fmt or "csv"
+        output = Path(f"run-{run_id}.{fmt}")
+    elif fmt is None:
+        fmt = output.suffix.lstrip(".").lower() or "csv"
+        if fmt not in ("csv", "json", "parquet"):
+            raise UserError(f"{output}: cannot tell the export format from the suffix; pass --format csv|json|parquet.")
+    with _open(db_path) as store:
+        df = export_run(store, run_id, output, fmt)
+    click.echo(f"{output}: {len(df)} candidates, {len(df.columns)} columns")
+
+
+COMMANDS = (runs, show, best, export)

@@ -1,0 +1,101 @@
+"""A run as a table: one row per candidate, its metrics as columns (pandas imported here only)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UserError
+from .store import TraceStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FORMATS = ("csv", "json", "parquet")
+
+_NODE_COLS = ("node_id", "parent_id", "depth", "node_status", "proposer", "rationale", "source_hash")
+_EVAL_COLS = ("eval_status", "median_ms", "speedup", "reward", "reward_version", "wall_s")
+
+
+def to_dataframe(store: TraceStore, run_id: int) -> "pd.DataFrame":
+    """One row per candidate node of ``run_id``: node fields, evaluation fields, the speedup
+    over the seed and one column per metric (``NaN`` where a candidate has no value)."""
+    import pandas as pd
+
+    store.run(run_id)  # a clear error for an unknown run
+    root = store.root_node(run_id)
+    root_eval = store.evaluation(root.id) if root else None
+    seed_ms = root_eval["median_ms"] if root_eval and root_eval["status"] == "ok" else None
+    rows, metric_names = [], []
+    for c in store.iter_candidates(run_id):
+        n, e = c["node"], c["evaluation"] or {}
+        ms = e.get("median_ms") if e.get("status") == "ok" else None
+        row = {"node_id": n.id, "parent_id": n.parent_id, "depth": n.depth, "node_status": n.status,
+               "proposer": n.proposer, "rationale": n.rationale, "source_hash": n.source_hash,
+               "eval_status": e.get("status"), "median_ms": e.get("median_ms"),
+               "speedup": (seed_ms / ms) if seed_ms and ms else None,
+               "reward": e.get("reward"), "reward_version": e.get("reward_version"), "wall_s": e.get("wall_s")}
+        for k, v in (e.get("metrics") or {}).items():
+            if k in row:
+                k = f"metric_{k}"
+            if k not in metric_names:
+                metric_names.append(k)
+            row[k] = v
+        rows.append(row)
+    columns = [*_NODE_COLS, *_EVAL_COLS, *metric_names]
+    df = pd.DataFrame(rows, columns=columns)
+    return _types(df)
+
+
+def _types(df: "pd.DataFrame") -> "pd.DataFrame":
+    """Nullable ints for ids, floats for numbers, nullable strings for text: the same types
+    whether the frame comes from the store or back from a csv or json file."""
+    import pandas as pd
+
+    for col in df.columns:
+        if col in ("parent_id", "node_id", "depth"):
+            df[col] = df[col].astype("Int64")
+        elif col in _NODE_COLS or col in ("eval_status", "reward_version"):
+            df[col] = df[col].astype("string")
+        else:
+            try:
+                df[col] = pd.to_numeric(df[col]).astype("float64")
+            except (ValueError, TypeError):
+                df[col] = df[col].astype("string")
+    return df
+
+
+def export_run(store: TraceStore, run_id: int, path: str | Path, fmt: str | None = None) -> "pd.DataFrame":
+    """Write ``to_dataframe`` to ``path`` as csv, json (records) or parquet; returns the frame."""
+    path = Path(path)
+    fmt = (fmt or path.suffix.lstrip(".")).lower()
+    if fmt not in FORMATS:
+        raise UserError(f"--format: unknown export format {fmt!r} (use one of {', '.join(FORMATS)}).")
+    df = to_dataframe(store, run_id)
+    try:
+        if fmt == "csv":
+            df.to_csv(path, index=False)
+        elif fmt == "json":
+            df.to_json(path, orient="records", indent=1)
+        else:
+            try:
+                df.to_parquet(path, index=False)
+            except ImportError:
+                raise UserError("--format parquet needs pyarrow: pip install pyarrow.") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot write the export ({e.strerror}).") from None
+    return df
+
+
+def read_export(path: str | Path, fmt: str | None = None) -> "pd.DataFrame":
+    """Read back what ``export_run`` wrote, with the same column types."""
+    import pandas as pd
+
+    path = Path(path)
+    fmt = (fmt or path.suffix.lstrip(".")).lower()
+    if fmt == "csv":
+        df = pd.read_csv(path)
+    elif fmt == "json":
+        df = pd.read_json(path, orient="records", dtype=False)
+    else:
+        df = pd.read_parquet(path)
+    return _types(df)

@@ -1,0 +1,156 @@
+"""Readable text for a recorded run: the path from the seed to the best kernel, one candidate
+in full, the list of runs. Functions return strings; the CLI prints them."""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+
+from .store import OK, Node, TraceStore
+
+MAX_DELTAS = 6
+
+
+def fmt_value(name: str, v) -> str:
+    """1.9e9, 0, 94%, 0.125: short and unambiguous."""
+    if v is None:
+        return "-"
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return str(v)
+    pct = name.endswith(("_pct", "_percent", "_pct_of_peak"))
+    if v == 0:
+        s = "0"
+    elif float(v).is_integer() and abs(v) < 1e5:
+        s = str(int(v))
+    elif abs(v) >= 1e5 or abs(v) < 1e-3:
+        mant, exp = f"{v:.2g}".split("e") if "e" in f"{v:.2g}" else (f"{v:.2g}", "0")
+        s = f"{mant}e{int(exp)}"
+    else:
+        s = f"{v:.3g}"
+    return s + ("%" if pct else "")
+
+
+def metric_deltas(before: dict | None, after: dict | None, limit: int = MAX_DELTAS) -> list[str]:
+    """``name a → b`` for the metrics that changed most (relative change), largest first."""
+    before, after = before or {}, after or {}
+    changes = []
+    for name in sorted(set(before) & set(after)):
+        a, b = before[name], after[name]
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)) or a == b:
+            continue
+        if any(math.isnan(x) for x in (a, b)):
+            continue
+        rel = abs(b - a) / max(abs(a), abs(b))
+        if rel < 0.05:
+            continue
+        changes.append((rel, name, a, b))
+    changes.sort(key=lambda c: (-c[0], c[1]))
+    return [f"{n} {fmt_value(n, a)} → {fmt_value(n, b)}" for _, n, a, b in changes[:limit]]
+
+
+def source_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=old_name, tofile=new_name, n=2))
+
+
+def _speed(seed_ms: float | None, ms: float | None) -> str:
+    if ms is None:
+        return "no time"
+    if not seed_ms:
+        return f"{ms:.4g} ms"
+    return f"{seed_ms / ms:.2f}x vs seed ({seed_ms:.4g} ms → {ms:.4g} ms)"
+
+
+def format_counts(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"candidates: {total} ({parts})" if total else "candidates: 0"
+
+
+def format_path(store: TraceStore, run_id: int) -> str:
+    """The path from the seed to the best verified kernel: for each step the rationale, the
+    diff, the speedup over the seed and the metric deltas; then candidate counts by status."""
+    run = store.run(run_id)
+    lines = [f"run {run_id}: {run['task']} ({run['status']}, started {run['created_at'][:19]})"]
+    best = store.best_node(run_id)
+    root = store.root_node(run_id)
+    if best is None:
+        lines.append("no verified candidate yet" + ("" if root else " (no seed recorded)"))
+        lines.append(format_counts(store.status_counts(run_id)))
+        return "\n".join(lines) + "\n"
+    path = store.path_to(best.id)
+    evals = {n.id: store.evaluation(n.id) or {} for n in path}
+    seed_ms = evals[path[0].id].get("median_ms") if evals[path[0].id].get("status") == OK else None
+    lines.append(f"seed: node {path[0].id}, {_speed(None, seed_ms)}")
+    if len(path) == 1:
+        lines.append("the seed is still the best verified kernel")
+    for step, (parent, node) in enumerate(zip(path, path[1:]), 1):
+        e, pe = evals[node.id], evals[parent.id]
+        who = f" by {node.proposer}" if node.proposer else ""
+        lines.append("")
+        lines.append(f"step {step}: node {parent.id} → node {node.id}{who}: {_speed(seed_ms, e.get('median_ms'))}")
+        if node.rationale:
+            lines.append(f"  why: {node.rationale}")
+        if node.edit:
+            lines.append(f"  edit: {node.edit}")
+        deltas = metric_deltas(pe.get("metrics"), e.get("metrics"))
+        if deltas:
+            lines.append("  metrics: " + ", ".join(deltas))
+        diff = source_diff(store.source(parent.source_hash), store.source(node.source_hash),
+                           f"node {parent.id}", f"node {node.id}")
+        if node.flags != parent.flags:
+            lines.append(f"  flags: {parent.flags or {}} → {node.flags or {}}")
+        lines.append(diff.rstrip("\n") if diff else "  (same source)")
+    lines.append("")
+    lines.append(format_counts(store.status_counts(run_id)))
+    return "\n".join(lines) + "\n"
+
+
+def format_node(store: TraceStore, node_id: int) -> str:
+    """One candidate in full: where it sits, its source, its evaluation and logs, its proposals."""
+    n: Node = store.node(node_id)
+    e = store.evaluation(node_id)
+    out = [f"node {n.id} of run {n.run_id}: {n.status}, depth {n.depth}, parent {n.parent_id},"
+           f" proposer {n.proposer or '-'}, visits {n.visits}, value {n.value_sum:.4g}"]
+    for label, val in (("why", n.rationale), ("edit", n.edit), ("flags", n.flags)):
+        if val:
+            out.append(f"{label}: {val}")
+    out += ["", f"--- source {n.source_hash[:12]}", store.source(n.source_hash).rstrip("\n"), ""]
+    if e is None:
+        out.append("evaluation: none yet")
+    else:
+        out.append(f"evaluation: {e['status']}, median {fmt_value('ms', e['median_ms'])} ms,"
+                   f" reward {fmt_value('r', e['reward'])} ({e['reward_version'] or '-'}),"
+                   f" wall {fmt_value('s', e['wall_s'])} s")
+        for key in ("build", "verify", "timing", "diagnosis"):
+            if e[key]:
+                out.append(f"{key}: {json.dumps(e[key], sort_keys=True)}")
+        if e["metrics"]:
+            out.append("metrics:")
+            out += [f"  {k} = {fmt_value(k, v)}" for k, v in sorted(e["metrics"].items())]
+        if e["build_log"]:
+            out += ["--- build log", e["build_log"].rstrip("\n")]
+        if e["raw_ncu_csv"]:
+            out.append(f"raw ncu csv: {len(e['raw_ncu_csv'].splitlines())} lines (in the database)")
+    for p in store.proposals(node_id=node_id):
+        out += ["", f"--- proposal {p['id']} from {p['proposer'] or '-'} / {p['model'] or '-'}:"
+                f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
+        if p["error"]:
+            out.append(f"error: {p['error']}")
+        if p["raw_answer"]:
+            out.append(p["raw_answer"].rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
+def format_runs(rows: list[dict]) -> str:
+    """The ``optiml runs`` table."""
+    if not rows:
+        return "no runs recorded\n"
+    head = ("run", "task", "status", "evaluated", "best", "started")
+    body = [(str(r["id"]), r["task"], r["status"],
+             f"{r['evaluated']}/{r['budget']}" if r["budget"] else str(r["evaluated"]),
+             f"{r['best_speedup']:.2f}x" if r["best_speedup"] else "-", r["created_at"][:19].replace("T", " "))
+            for r in rows]
+    widths = [max(len(x[i]) for x in (head, *body)) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                     for row in (head, *body)) + "\n"

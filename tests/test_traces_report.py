@@ -1,0 +1,123 @@
+"""A recorded trajectory: the path report, the metric deltas, the pandas export."""
+import json
+
+import pandas as pd
+import pytest
+
+from optiml.traces.export import export_run, read_export, to_dataframe
+from optiml.traces.report import fmt_value, format_node, format_path, metric_deltas
+from optiml.traces.store import TraceStore
+
+SEED = """__global__ void transpose(float *out, const float *in, int n) {
+    __shared__ float tile[32][32];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    tile[threadIdx.y][threadIdx.x] = in[y * n + x];
+    __syncthreads();
+    out[x * n + y] = tile[threadIdx.x][threadIdx.y];
+}
+"""
+PADDED = SEED.replace("tile[32][32]", "tile[32][33]")
+BOUNDED = PADDED.replace("__global__ void", "__global__ void __launch_bounds__(1024, 2)")
+WRONG = SEED.replace("__syncthreads();\n", "")
+
+
+def make_trajectory(store: TraceStore) -> dict:
+    """A seed and three children: padding removes bank conflicts, launch bounds raise occupancy,
+    and a faster candidate that fails verification (never the best)."""
+    run = store.start_run("transpose", spec_toml="[task]\nname = 'transpose'\n", kernel_source=SEED,
+                          config={"search": "mcts"}, seed=3, budget=8, device="NVIDIA H100")
+    ids = {}
+    ids["seed"] = store.add_node(run, None, SEED, proposer="seed")
+    store.mark_running(ids["seed"])
+    store.finish_node(ids["seed"], {"status": "ok", "median_ms": 2.0, "metrics": {
+        "smem_ld_bank_conflicts": 1.9e9, "achieved_occupancy_pct": 50.0, "dram_throughput_pct": 40.0,
+        "registers_per_thread": 32}})
+    ids["padded"] = store.add_node(run, ids["seed"], PADDED, proposer="llm", edit="pad tile to 33 columns",
+                                   rationale="the column read of tile hits one bank 32 ways")
+    store.record_proposal(run, node_id=ids["padded"], proposer="llm", model="gpt-test", prompt="make it faster",
+                          raw_answer="Pad the tile.", tokens_in=900, tokens_out=40, latency_s=1.2)
+    store.finish_node(ids["padded"], {"status": "ok", "median_ms": 1.25, "metrics": {
+        "smem_ld_bank_conflicts": 0, "achieved_occupancy_pct": 50.0, "dram_throughput_pct": 64.0,
+        "registers_per_thread": 32}})
+    ids["wrong"] = store.add_node(run, ids["seed"], WRONG, proposer="llm", rationale="drop the barrier")
+    store.finish_node(ids["wrong"], {"status": "wrong_answer", "median_ms": 0.9,
+                                     "verify": {"max_abs_err": 3.0}}, status="failed")
+    ids["bounded"] = store.add_node(run, ids["padded"], BOUNDED, proposer="rules", edit="__launch_bounds__(1024, 2)",
+                                    rationale="two blocks per SM to hide latency")
+    store.finish_node(ids["bounded"], {"status": "ok", "median_ms": 1.0, "metrics": {
+        "smem_ld_bank_conflicts": 0, "achieved_occupancy_pct": 94.0, "dram_throughput_pct": 80.0,
+        "registers_per_thread": 32}, "reward": 0.69, "reward_version": "log-speedup-1"})
+    ids["pending"] = store.add_node(run, ids["bounded"], BOUNDED + "// more\n", proposer="llm")
+    ids["run"] = run
+    return ids
+
+
+@pytest.fixture
+def traj(tmp_path):
+    store = TraceStore(tmp_path / "optiml.db")
+    ids = make_trajectory(store)
+    yield store, ids
+    store.close()
+
+
+def test_format_values():
+    assert fmt_value("smem_ld_bank_conflicts", 1.9e9) == "1.9e9"
+    assert fmt_value("smem_ld_bank_conflicts", 0) == "0"
+    assert fmt_value("achieved_occupancy_pct", 94.0) == "94%"
+    assert fmt_value("x", 0.125) == "0.125"
+    assert metric_deltas({"a": 1.0, "b": 5}, {"a": 1.0, "b": 0}) == ["b 5 → 0"]
+
+
+def test_format_path_shows_steps_diffs_speedups_and_deltas(traj):
+    store, ids = traj
+    text = format_path(store, ids["run"])
+    assert store.best_node(ids["run"]).id == ids["bounded"]  # the faster wrong answer is not best
+    step1, step2 = text.split("step 1:")[1].split("step 2:")
+    assert "the column read of tile hits one bank 32 ways" in step1
+    assert "-    __shared__ float tile[32][32];" in step1 and "+    __shared__ float tile[32][33];" in step1
+    assert "1.60x vs seed (2 ms → 1.25 ms)" in step1
+    assert "smem_ld_bank_conflicts 1.9e9 → 0" in step1
+    assert "achieved_occupancy_pct" not in step1  # unchanged in this step
+    assert "two blocks per SM" in step2 and "+__global__ void __launch_bounds__(1024, 2)" in step2
+    assert "2.00x vs seed" in step2 and "achieved_occupancy_pct 50% → 94%" in step2
+    assert "drop the barrier" not in text  # not on the path
+    assert text.rstrip().endswith("candidates: 5 (done:ok 3, failed:wrong_answer 1, pending 1)")
+
+
+def test_format_path_without_a_verified_candidate(tmp_path):
+    with TraceStore(tmp_path / "t.db") as store:
+        run = store.start_run("vadd")
+        n = store.add_node(run, None, "s")
+        store.finish_node(n, {"status": "build_failed", "build_log": "error: x"}, status="failed")
+        text = format_path(store, run)
+        assert "no verified candidate yet" in text and "failed:build_failed 1" in text
+
+
+def test_format_node_in_full(traj):
+    store, ids = traj
+    text = format_node(store, ids["padded"])
+    assert "tile[32][33]" in text and "evaluation: ok" in text
+    assert "smem_ld_bank_conflicts = 0" in text and "Pad the tile." in text and "gpt-test" in text
+
+
+def test_dataframe_one_row_per_candidate_with_metric_columns(traj):
+    store, ids = traj
+    df = to_dataframe(store, ids["run"])
+    assert list(df["node_id"]) == [ids[k] for k in ("seed", "padded", "wrong", "bounded", "pending")]
+    row = df.set_index("node_id").loc[ids["bounded"]]
+    assert row["achieved_occupancy_pct"] == 94.0 and row["smem_ld_bank_conflicts"] == 0
+    assert row["speedup"] == pytest.approx(2.0) and row["eval_status"] == "ok"
+    wrong = df.set_index("node_id").loc[ids["wrong"]]
+    assert pd.isna(wrong["speedup"]) and pd.isna(wrong["achieved_occupancy_pct"])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_export_round_trips_through_pandas(traj, tmp_path, fmt):
+    store, ids = traj
+    path = tmp_path / f"run.{fmt}"
+    df = export_run(store, ids["run"], path)
+    back = read_export(path)
+    pd.testing.assert_frame_equal(back, df)
+    plain = pd.read_csv(path) if fmt == "csv" else pd.DataFrame(json.loads(path.read_text()))
+    assert list(plain.columns) == list(df.columns) and len(plain) == 5
+    assert plain["median_ms"].tolist()[:4] == [2.0, 1.25, 0.9, 1.0]
