@@ -296,3 +296,11 @@ def format_metrics(metrics: dict, diagnosis: list[str]) -> str:
         lines.append("diagnosis:")
         lines.extend(f"  - {s}" for s in diagnosis)
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------- trajectories
+
+from .traces.cli_commands import best, export, runs, show  # noqa: E402  (click commands; imports are lazy inside)
+
+for _cmd in (runs, show, best, export):
+    main.add_command(_cmd)

@@ -11,14 +11,16 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
-from .store import DB_ENV, DEFAULT_DB, TraceStore
+from . import DB_ENV, DEFAULT_DB
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
                          envvar=DB_ENV, default=DEFAULT_DB, show_default=True,
                          help=f"Trace database (also ${DB_ENV}).")
 
 
-def _open(db_path: Path) -> TraceStore:
+def _open(db_path: Path):
+    from .store import TraceStore
+
     return TraceStore(db_path, create=False)
 
 

@@ -25,8 +25,7 @@ from sqlite_utils import Database
 from ..errors import UserError
 from .schema import NODE_STATUSES, migrations
 
-DB_ENV = "OPTIML_DB"
-DEFAULT_DB = "optiml.db"
+from . import DB_ENV, DEFAULT_DB
 OK = "ok"  # the evaluation status of a built, verified and timed candidate
 
 _EVAL_JSON = ("build", "verify", "timing", "metrics", "diagnosis")
