@@ -23,9 +23,9 @@ from loguru import logger
 from sqlite_utils import Database
 
 from ..errors import UserError
+from . import DB_ENV, DEFAULT_DB
 from .schema import NODE_STATUSES, migrations
 
-from . import DB_ENV, DEFAULT_DB
 OK = "ok"  # the evaluation status of a built, verified and timed candidate
 
 _EVAL_JSON = ("build", "verify", "timing", "metrics", "diagnosis")
