@@ -1,0 +1,48 @@
+"""What a proposer sees and what it returns: the contract between the search and the proposers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A child already tried from a node, and how it ended (so a proposer does not repeat it)."""
+    edit: str
+    status: str                  # an Evaluation status (ok, compile_error, wrong_output, ...) or edit_failed
+    message: str = ""
+    speedup: float | None = None  # over the node, when it verified
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node of the tree as a proposer sees it."""
+    source: str
+    flags: tuple[str, ...] = ()
+    entry: str = ""
+    metrics: dict = field(default_factory=dict)       # profiler plain keys (optiml.profiler.metrics)
+    diagnosis: tuple[str, ...] = ()
+    median_ms: float | None = None
+    resources: dict = field(default_factory=dict)     # ptxas: registers, smem_static, spills...
+    attempts: tuple[Attempt, ...] = ()
+    task: str = ""                                    # a description of the task (spec summary)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate: the whole new source (and extra nvcc flags), with why."""
+    source: str
+    flags: tuple[str, ...]
+    edit: str                    # short, stable description, e.g. "BLOCK 16 -> 32"
+    rationale: str
+    prior: float = 1.0           # relative preference from the diagnosis, > 0
+    proposer: str = "rules"
+    error: str | None = None     # an edit that could not be applied: stored as edit_failed
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, node: NodeView, k: int, rng) -> list[Proposal]:
+        """Up to ``k`` new proposals for ``node`` (fewer, or none, when it has nothing new)."""
+        ...
