@@ -1,0 +1,126 @@
+"""The rules proposer and its transforms, on the real examples, built with the real nvcc."""
+import random
+import shutil
+
+import pytest
+
+from optiml.build import NvccBuilder
+from optiml.edits.rules import RulesProposer
+from optiml.edits.transforms import add_const, all_transforms, pad_shared, tune_constants
+from optiml.edits.types import Attempt, NodeView
+
+from .conftest import EXAMPLES
+
+NAMES = ["sgemm_naive", "sgemm_tiled_conflicts", "transpose_naive", "softmax_rows", "reduce_sum"]
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+
+def src(name):
+    return (EXAMPLES / name / f"{name}.cu").read_text()
+
+
+@pytest.fixture(scope="module")
+def builder(tmp_path_factory):
+    return NvccBuilder("sm_90", cache_dir=tmp_path_factory.mktemp("edits-cache"))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", NAMES)
+def test_every_transform_of_an_example_compiles(name, builder):
+    transforms = all_transforms(src(name), name, ("-O3",), registers=96)
+    kinds = {t.kind for t in transforms}
+    assert {"tune", "restrict", "flag"} <= kinds
+    assert len({t.edit for t in transforms}) == len(transforms)   # edits are distinct
+    for t in transforms:
+        r = builder.build(t.source, ("-O3",) + t.flags)
+        assert r.ok, f"{t.edit}:\n{r.log}"
+
+
+@needs_nvcc
+def test_padding_the_tiled_sgemm(builder):
+    pads = {t.edit: t for t in pad_shared(src("sgemm_tiled_conflicts"))}
+    t = pads["pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]"]
+    assert "__shared__ float Bs[TILE][TILE + 1];" in t.source
+    assert "__shared__ float As[TILE][TILE];" in t.source
+    assert t.hint > pads["pad As[TILE][TILE] -> As[TILE][TILE + 1]"].hint   # Bs is read down columns
+    assert builder.build(t.source, ("-O3",)).ok
+
+
+def node(name, **kw):
+    return NodeView(source=src(name), entry=name, **kw)
+
+
+def test_no_padding_without_conflicts_and_padding_first_with_them():
+    zero = RulesProposer().propose(node("sgemm_tiled_conflicts", metrics={
+        "smem_ld_bank_conflicts": 0, "smem_st_bank_conflicts": 0}), 50, random.Random(1))
+    assert zero and not any(p.edit.startswith("pad") for p in zero)
+    assert not any(p.edit.startswith("pad") for p in RulesProposer().propose(
+        node("sgemm_tiled_conflicts"), 50, random.Random(1)))
+    top = RulesProposer().propose(node("sgemm_tiled_conflicts", metrics={"smem_ld_bank_conflicts": 1.9e9}),
+                                  3, random.Random(1))
+    assert top[0].edit == "pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]"
+    assert "Bs[TILE][TILE + 1]" in top[0].source and top[0].prior > top[-1].prior
+
+
+def test_block_tuning_respects_the_thread_limit():
+    edits = {t.edit for t in tune_constants(src("sgemm_naive"), "sgemm_naive")}
+    assert edits == {"BLOCK 16 -> 8", "BLOCK 16 -> 32"}
+    big = src("sgemm_naive").replace("#define BLOCK 16", "#define BLOCK 32")
+    assert {t.edit for t in tune_constants(big, "sgemm_naive")} == {"BLOCK 32 -> 16"}   # never 64
+    # 1-D block of 256: 128 and 512 (<= 1024)
+    assert {t.edit for t in tune_constants(src("reduce_sum"), "reduce_sum")} == {"BLOCK 256 -> 128", "BLOCK 256 -> 512"}
+
+
+@needs_nvcc
+def test_const_only_on_pointers_that_are_only_read(builder):
+    bare = src("sgemm_naive").replace("const float* A, const float* B", "float* A, float* B")
+    (t,) = add_const(bare, "sgemm_naive")
+    assert t.edit == "const on A, B"
+    assert "const float* A, const float* B, float* C" in t.source
+    assert builder.build(t.source, ("-O3",)).ok
+    # already const inputs, written output, aliased (softmax y) or atomically updated (reduce out): nothing
+    for name in NAMES:
+        assert add_const(src(name), name) == []
+
+
+def test_attempts_already_tried_are_not_proposed_again():
+    n = node("sgemm_naive", metrics={"smem_ld_bank_conflicts": 0})
+    first = RulesProposer().propose(n, 50, random.Random(0))
+    assert "BLOCK 16 -> 32" in {p.edit for p in first}
+    tried = NodeView(source=n.source, entry=n.entry, attempts=(
+        Attempt("BLOCK 16 -> 32", "ok", speedup=1.3), Attempt("flag -use_fast_math", "wrong_output")))
+    again = {p.edit for p in RulesProposer().propose(tried, 50, random.Random(0))}
+    assert again and not again & {"BLOCK 16 -> 32", "flag -use_fast_math"}
+
+
+def test_same_seed_same_proposals_and_priors_order():
+    n = node("transpose_naive", resources={"registers": 40})
+    runs = [[(p.edit, p.prior) for p in RulesProposer().propose(n, 4, random.Random(7))] for _ in range(2)]
+    assert runs[0] == runs[1] and len(runs[0]) == 4
+    priors = [p for _, p in runs[0]]
+    assert priors == sorted(priors, reverse=True)
+    everything = RulesProposer().propose(n, 100, random.Random(7))
+    assert {e for e, _ in runs[0]} <= {p.edit for p in everything}
+    assert all(p.proposer == "rules" and p.rationale for p in everything)
+
+
+def test_register_limited_occupancy_raises_launch_bounds_and_caps():
+    plain = {p.edit: p.prior for p in RulesProposer().propose(
+        node("sgemm_naive", resources={"registers": 80}), 50, random.Random(0))}
+    limited = {p.edit: p.prior for p in RulesProposer().propose(node(
+        "sgemm_naive", resources={"registers": 80}, metrics={"occupancy_limiters": "registers"}),
+        50, random.Random(0))}
+    assert limited["__launch_bounds__(BLOCK * BLOCK)"] > plain["__launch_bounds__(BLOCK * BLOCK)"]
+    assert limited["flag -maxrregcount=64"] > plain["flag -maxrregcount=64"]
+    assert "flag -maxrregcount=128" not in limited          # not below the current 80 registers
+    fast = next(p for p in RulesProposer().propose(node("sgemm_naive"), 50, random.Random(0))
+                if p.edit == "flag -use_fast_math")
+    assert fast.flags == ("-use_fast_math",) and "tolerance" in fast.rationale
+
+
+def test_pragma_unroll_only_on_constant_loops_and_only_once():
+    from optiml.edits.transforms import add_pragma_unroll
+    (t,) = add_pragma_unroll(src("sgemm_tiled_conflicts"))   # the K-loop over tiles has a runtime bound
+    assert "        #pragma unroll\n        for (int k = 0; k < TILE; ++k)" in t.source
+    assert add_pragma_unroll(t.source) == []
+    assert add_pragma_unroll(src("sgemm_naive")) == []       # k < K: not a compile-time trip count
