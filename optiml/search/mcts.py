@@ -1,0 +1,274 @@
+"""Monte Carlo tree search over proposed source edits.
+
+One step: from the root, descend by PUCT (``Q + c * P * sqrt(N_parent) / (1 + n)``, P the child's
+prior normalised over its live siblings) until a node may take another child under progressive
+widening (at most ``ceil(k_w * visits ** alpha)`` children, or any number once all of them are dead
+ends); ask the proposer for that many new candidates; add the new ones as pending nodes (the
+observer writes them before their evaluation); evaluate them in order through the
+:class:`Evaluator`; back the reward (:mod:`optiml.search.reward`) up to the root.
+
+Everything the algorithm decides is derived from the stored records, so a run rebuilt with
+:meth:`MCTS.from_records` continues exactly as the uninterrupted run would have, with deterministic
+proposers: visits and values are recomputed by replaying backpropagation in node-id order (nodes
+are evaluated in the order they are created), the proposer's random generator is seeded from
+``(seed, node id, index of the proposer call on that node)``, and the calls already made on a node
+(and which of them produced nothing new) are read from the ``call`` field of its children's and
+failed attempts' records. Pending nodes in the records are evaluated first.
+
+The budget counts evaluated candidates (the root, which is the reference, is not one); proposals
+that do not apply or duplicate a node already in the tree are recorded as attempts but cost nothing.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol
+
+from loguru import logger
+
+from ..edits.types import Attempt, NodeView, Proposal, Proposer
+from .reward import REWARD_VERSION, reward
+from .tree import PENDING, Node, Observer, attempt_record, node_key
+
+_UNFINISHED = (PENDING, "running")
+
+
+class Evaluator(Protocol):
+    def evaluate(self, source: str, flags: tuple[str, ...]) -> dict:
+        """An evaluation dict: status, message, median_ms, spread, metrics, diagnosis (more allowed)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    budget: int = 200                 # evaluated candidates in all, counting those of a resumed run
+    time_limit_s: float | None = None
+    seed: int = 0
+    c_puct: float = 1.0
+    k_w: float = 2.0                  # progressive widening: ceil(k_w * visits ** alpha) children
+    alpha: float = 0.5
+    max_fruitless: int = 2            # proposer calls in a row with nothing new before a node is exhausted
+
+
+class MCTS:
+    def __init__(self, root_source: str, evaluator: Evaluator, proposer: Proposer, *,
+                 flags: Iterable[str] = (), seed_sources: Iterable[str] = (),
+                 config: SearchConfig = SearchConfig(), observer: Observer | None = None,
+                 task: str = "", entry: str = "", clock: Callable[[], float] = time.monotonic):
+        self._setup(evaluator, proposer, config, observer, task, entry, clock)
+        self.root = self._add(None, Proposal(source=root_source, flags=tuple(flags), edit="root",
+                                             rationale="the user's kernel", proposer="user"), call=None)
+        for i, src in enumerate(seed_sources):
+            p = Proposal(source=src, flags=tuple(flags), edit=f"seed kernel {i + 1}",
+                         rationale="a kernel given with --seed-kernel", proposer="seed")
+            self._take(self.root, p, call=None)
+
+    def _setup(self, evaluator, proposer, config, observer, task, entry, clock) -> None:
+        self.evaluator, self.proposer, self.config = evaluator, proposer, config
+        self.observer, self.task, self.entry, self.clock = observer, task, entry, clock
+        self.nodes: list[Node] = []
+        self._keys: dict[tuple, Node] = {}
+        self._pending: list[Node] = []
+        self.evaluations = 0
+
+    # -- resume -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_records(cls, records: Iterable[dict], evaluator: Evaluator, proposer: Proposer, *,
+                     config: SearchConfig = SearchConfig(), observer: Observer | None = None,
+                     task: str = "", entry: str = "",
+                     clock: Callable[[], float] = time.monotonic) -> MCTS:
+        """Rebuild a search from its records (in the order they were written) without evaluating
+        them again; unfinished (pending/running) nodes are evaluated first when it runs."""
+        self = cls.__new__(cls)
+        self._setup(evaluator, proposer, config, None, task, entry, clock)
+        by_id: dict = {}
+        produced: dict[int, dict[int, bool]] = {}      # node id -> call index -> produced a node
+        for rec in records:
+            parent = by_id[rec["parent"]] if rec.get("parent") is not None else None
+            call = rec.get("call")
+            if parent is not None and call is not None:
+                calls = produced.setdefault(parent.id, {})
+                calls[call] = calls.get(call, False) or rec.get("id") is not None
+            p = Proposal(source=rec["source"], flags=tuple(rec.get("flags") or ()), edit=rec.get("edit", ""),
+                         rationale=rec.get("rationale", ""), prior=rec.get("prior", 1.0),
+                         proposer=rec.get("proposer", ""))
+            if rec.get("id") is None:                   # a failed or duplicate proposal
+                parent.tried.append(Attempt(edit=p.edit, status=rec["status"],
+                                            message=str((rec.get("result") or {}).get("message", ""))))
+                continue
+            if parent is None and self.nodes:
+                raise ValueError(f"record {rec['id']} has no parent but the tree already has a root")
+            node = self._add(parent, p, call=call)
+            by_id[rec["id"]] = node
+            if rec.get("status") not in _UNFINISHED:
+                self._pending.remove(node)
+                node.status, node.result = rec["status"], dict(rec.get("result") or {})
+        if not self.nodes:
+            raise ValueError("no node records to resume from")
+        self.root = self.nodes[0]
+        for nid, calls in produced.items():
+            node = self.nodes[nid]
+            node.calls = max(calls) + 1
+            while node.fruitless < node.calls and not calls.get(node.calls - 1 - node.fruitless, False):
+                node.fruitless += 1
+            node.exhausted = node.fruitless >= config.max_fruitless
+        for node in self.nodes:                         # replay backpropagation in evaluation order
+            if node.status not in _UNFINISHED:
+                self._score(node)
+        self.observer = observer
+        return self
+
+    # -- the tree -----------------------------------------------------------------------------
+
+    def _add(self, parent: Node | None, p: Proposal, call: int | None) -> Node:
+        node = Node(id=len(self.nodes), parent=parent, source=p.source, flags=tuple(p.flags), edit=p.edit,
+                    rationale=p.rationale, proposer=p.proposer, prior=p.prior if p.prior > 0 else 1e-6, call=call)
+        self.nodes.append(node)
+        self._keys.setdefault(node_key(node.source, node.flags), node)
+        self._pending.append(node)
+        if parent is not None:
+            parent.children.append(node)
+            parent.tried.append(node)
+        if self.observer is not None:
+            self.observer.on_node_added(node)
+        return node
+
+    def _take(self, parent: Node, p: Proposal, call: int | None) -> bool:
+        """Add ``p`` under ``parent`` as a pending node, or record why not; True when added."""
+        if p.error:
+            status, message = "edit_failed", p.error
+        elif (same := self._keys.get(node_key(p.source, p.flags))) is not None:
+            status, message = "duplicate", f"same source and flags as node {same.id} ({same.edit})"
+        else:
+            self._add(parent, p, call)
+            return True
+        parent.tried.append(Attempt(edit=p.edit, status=status, message=message))
+        if self.observer is not None:
+            self.observer.on_attempt(parent, attempt_record(parent, p, status, message, call))
+        return False
+
+    def find(self, source: str, flags: Iterable[str] = ()) -> Node | None:
+        return self._keys.get(node_key(source, flags))
+
+    def best(self) -> Node | None:
+        """The fastest verified node (never a failed one); None when even the root failed."""
+        ok = [n for n in self.nodes if n.status == "ok" and n.median_ms]
+        return min(ok, key=lambda n: (n.median_ms, n.id)) if ok else None
+
+    def signature(self) -> frozenset:
+        """The tree as a set of (edit path, normalised source, flags, status): equal for equal runs."""
+        return frozenset((n.path(), node_key(n.source, n.flags), n.status) for n in self.nodes)
+
+    # -- evaluation ---------------------------------------------------------------------------
+
+    def _score(self, node: Node) -> None:
+        """Compute the node's reward and back it up to the root."""
+        root_ms = self.root.median_ms
+        if node is self.root:
+            node.reward = reward(node.result | {"status": node.status}, root_ms or 0.0, None)
+        else:
+            self.evaluations += 1
+            parent = node.parent
+            node.reward = reward(node.result | {"status": node.status}, root_ms or 0.0,
+                                 parent.median_ms, parent.spread)
+        n = node
+        while n is not None:
+            n.visits += 1
+            n.value_sum += node.reward
+            n = n.parent
+
+    def _evaluate(self, node: Node) -> None:
+        ev = dict(self.evaluator.evaluate(node.source, node.flags) or {})
+        node.status = str(ev.get("status") or "harness_error")
+        node.result = ev
+        self._score(node)
+        node.result["reward"], node.result["reward_version"] = node.reward, REWARD_VERSION
+        logger.debug("node {} ({}): {} {} reward {:.3f}", node.id, node.edit, node.status,
+                     ev.get("median_ms"), node.reward)
+        if self.observer is not None:
+            self.observer.on_node_evaluated(node)
+
+    # -- selection and expansion --------------------------------------------------------------
+
+    def _dead(self, node: Node, memo: dict) -> bool:
+        """Nothing more can come from this subtree: it failed, or is exhausted with dead children."""
+        if node.id not in memo:
+            memo[node.id] = node.status != "ok" or (
+                node.exhausted and all(self._dead(c, memo) for c in node.children))
+        return memo[node.id]
+
+    def _expandable(self, node: Node, memo: dict) -> bool:
+        if node.status != "ok" or node.exhausted:
+            return False
+        limit = node.widening_limit(self.config.k_w, self.config.alpha)
+        return len(node.children) < limit or all(self._dead(c, memo) for c in node.children)
+
+    def _select_child(self, node: Node, memo: dict) -> Node | None:
+        live = [c for c in node.children if not self._dead(c, memo)]
+        if not live:
+            return None
+        total_prior = sum(c.prior for c in live)
+        sqrt_n = math.sqrt(max(node.visits, 1))
+
+        def puct(c: Node) -> float:
+            return c.q + self.config.c_puct * (c.prior / total_prior) * sqrt_n / (1 + c.visits)
+        return max(live, key=puct)       # max keeps the first (oldest) of equals
+
+    def view(self, node: Node) -> NodeView:
+        return NodeView(source=node.source, flags=node.flags, entry=self.entry, metrics=node.metrics,
+                        diagnosis=node.diagnosis, median_ms=node.median_ms,
+                        resources=dict(node.result.get("resources") or {}), attempts=node.attempts(),
+                        task=self.task)
+
+    def _expand(self, node: Node) -> bool:
+        call = node.calls
+        node.calls += 1
+        rng = random.Random(f"{self.config.seed}:{node.id}:{call}")
+        k = max(1, node.widening_limit(self.config.k_w, self.config.alpha) - len(node.children))
+        proposals = list(self.proposer.propose(self.view(node), k, rng))[:k]
+        added = sum(self._take(node, p, call) for p in proposals)
+        if not proposals:
+            node.exhausted = True
+        elif not added:
+            node.fruitless += 1
+            node.exhausted = node.fruitless >= self.config.max_fruitless
+        else:
+            node.fruitless = 0
+        return added > 0
+
+    def _step(self) -> bool:
+        """Select a node and expand it; False when the whole tree is exhausted."""
+        node = self.root
+        while True:
+            memo: dict = {}
+            if self._dead(self.root, memo):
+                return False
+            if self._expandable(node, memo):
+                if self._expand(node):
+                    return True
+                continue                  # nothing new: ask again, or it is now exhausted
+            nxt = self._select_child(node, memo)
+            node = self.root if nxt is None else nxt   # None: it has just become a dead end
+
+    def run(self, budget: int | None = None, time_limit_s: float | None = None) -> Node | None:
+        """Search until ``budget`` candidates in all are evaluated, the time limit passes or nothing
+        new is proposed anywhere; returns :meth:`best`."""
+        budget = self.config.budget if budget is None else budget
+        limit = self.config.time_limit_s if time_limit_s is None else time_limit_s
+        deadline = None if limit is None else self.clock() + limit
+        if self.root.status in _UNFINISHED:
+            self._pending.remove(self.root)
+            self._evaluate(self.root)
+        if self.root.status != "ok":
+            logger.warning("the root kernel did not verify ({}): nothing to search from", self.root.status)
+            return None
+        while self.evaluations < budget and (deadline is None or self.clock() < deadline):
+            if self._pending:
+                self._evaluate(self._pending.pop(0))
+            elif not self._step():
+                logger.info("every node is exhausted after {} evaluations", self.evaluations)
+                break
+        return self.best()
