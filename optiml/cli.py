@@ -304,3 +304,75 @@ from .traces.cli_commands import best, export, runs, show  # noqa: E402  (click 
 
 for _cmd in (runs, show, best, export):
     main.add_command(_cmd)
+
+
+# --------------------------------------------------------------------------------- optimize
+
+@main.command()
+@click.argument("kernel", type=click.Path(path_type=Path))
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Task spec (default: kernel.toml beside the kernel).")
+@click.option("--budget", default=200, show_default=True, help="Candidates to evaluate.")
+@click.option("--time-limit", type=float, help="Stop after this many seconds.")
+@click.option("--seed", default=0, show_default=True, help="Seed for the search (reproducible with the rules proposer).")
+@click.option("--seed-kernel", "seed_kernels", multiple=True, type=click.Path(path_type=Path),
+              help="A hand-written variant to join the search as a child of the root (repeatable).")
+@click.option("--no-profile", is_flag=True, help="Do not run Nsight Compute (runtime alone).")
+@click.option("--db", type=click.Path(path_type=Path), envvar="OPTIML_DB", default="optiml.db", show_default=True,
+              help="Trace database (also $OPTIML_DB).")
+@click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds before a GPU child is killed.")
+def optimize(kernel: Path, spec_path: Path | None, budget: int, time_limit: float | None, seed: int,
+             seed_kernels: tuple[Path, ...], no_profile: bool, db: Path, arch: str | None, timeout: float) -> None:
+    """Search source edits of KERNEL under verification (rules proposer) and write the best."""
+    from .build import NvccBuilder, nvcc_version
+    from .edits.rules import RulesProposer
+    from .pipeline import Evaluator
+    from .profiler.ncu import NcuProfiler
+    from .search.mcts import MCTS, SearchConfig
+    from .search.run import PipelineEvaluator, StoreObserver
+    from .traces.store import TraceStore
+    from .verify.harness import SubprocessHarness
+
+    if budget < 1:
+        raise UserError(f"--budget must be at least 1, not {budget}.")
+    source, spec = _load(kernel, spec_path)
+    seeds = [_read_kernel(p) for p in seed_kernels]
+    _require_gpu()
+    pipeline = Evaluator(spec, source, NvccBuilder(_arch(arch)), SubprocessHarness(timeout_s=timeout),
+                         include_dir=kernel.resolve().parent, kernel_name=kernel.name,
+                         profiler=None if no_profile else NcuProfiler())
+    store = TraceStore(db)
+    run_id = store.start_run(spec.entry, spec_toml=spec.path.read_text(), kernel_source=source,
+                             config={"budget": budget, "seed": seed, "proposer": "rules", "profile": not no_profile},
+                             seed=seed, budget=budget, nvcc_version=nvcc_version())
+    state = {"root": None, "best": None, "done": 0}
+    with click.progressbar(length=budget + 1, label="optimizing", show_pos=True, file=sys.stderr) as bar:
+        def on_done(ev, result):
+            state["done"] += 1
+            if ev.ok and ev.median_ms:
+                if state["root"] is None:
+                    state["root"] = ev.median_ms
+                state["best"] = min(state["best"] or ev.median_ms, ev.median_ms)
+            if state["root"] and state["best"]:
+                bar.label = f"optimizing (best {state['root'] / state['best']:.2f}x)"
+            bar.update(1)
+
+        adapter = PipelineEvaluator(pipeline, on_done=on_done)
+        search = MCTS(source, adapter, RulesProposer(), seed_sources=seeds,
+                      config=SearchConfig(budget=budget, time_limit_s=time_limit, seed=seed),
+                      observer=StoreObserver(store, run_id, adapter), task=spec.entry, entry=spec.entry)
+        try:
+            best = search.run()
+        except KeyboardInterrupt:
+            store.set_run_status(run_id, "interrupted")
+            raise
+    store.set_run_status(run_id, "done")
+    root = search.root
+    if root.status != "ok":
+        raise UserError(f"{kernel}: the kernel itself does not verify ({root.status}: {root.result.get('message', '')}); fix it first.")
+    out = kernel.with_suffix(".optiml.cu")
+    out.write_text(best.source)
+    speedup = root.median_ms / best.median_ms
+    click.echo(f"run {run_id}: {search.evaluations} candidates; best {best.median_ms:.4f} ms vs seed {root.median_ms:.4f} ms "
+               f"= {speedup:.2f}x ({best.edit}); written to {out}")
+    click.echo(f"see why: optiml show {run_id} --db {db}")
