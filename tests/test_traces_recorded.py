@@ -1,0 +1,35 @@
+"""A trajectory recorded by `optiml optimize` on an H200 (tests/data/traces/recorded_h200_runs.db):
+run 1 is sgemm_tiled_conflicts at budget 12, run 2 sgemm_naive at budget 8 without ncu."""
+import shutil
+
+import pandas as pd
+from click.testing import CliRunner
+
+from optiml.cli import main
+from tests.conftest import DATA
+
+
+def db_copy(tmp_path):
+    dst = tmp_path / "optiml.db"
+    shutil.copy(DATA / "traces" / "recorded_h200_runs.db", dst)
+    return dst
+
+
+def test_show_attributes_the_gain_to_padding_with_conflicts_falling(tmp_path):
+    r = CliRunner().invoke(main, ["show", "1", "--db", str(db_copy(tmp_path))])
+    assert r.exit_code == 0, r.output
+    assert "pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]" in r.output
+    assert "smem_ld_bank_conflicts 1.5e10 →" in r.output
+    assert "+    __shared__ float Bs[TILE][TILE + 1];" in r.output
+    assert "5.16x vs seed" in r.output
+
+
+def test_runs_and_export_of_the_recording(tmp_path):
+    db = db_copy(tmp_path)
+    r = CliRunner().invoke(main, ["runs", "--db", str(db), "--json"])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "run1.csv"
+    r = CliRunner().invoke(main, ["export", "1", "--db", str(db), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out)
+    assert len(df) == 13 and "smem_ld_bank_conflicts" in " ".join(df.columns)
