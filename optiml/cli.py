@@ -374,5 +374,5 @@ def optimize(kernel: Path, spec_path: Path | None, budget: int, time_limit: floa
     out.write_text(best.source)
     speedup = root.median_ms / best.median_ms
     click.echo(f"run {run_id}: {search.evaluations} candidates; best {best.median_ms:.4f} ms vs seed {root.median_ms:.4f} ms "
-               f"= {speedup:.2f}x ({best.edit}); written to {out}")
+               f"= {speedup:.2f}x ({'; '.join(best.path()) or 'the seed itself'}); written to {out}")
     click.echo(f"see why: optiml show {run_id} --db {db}")
