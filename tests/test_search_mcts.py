@@ -238,3 +238,30 @@ def test_search_ends_when_nothing_new_is_proposed():
 def test_a_failing_root_stops_the_search_without_a_best():
     m = MCTS("no markers", ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=5))
     assert m.run() is None and m.root.status == "compile_error" and m.evaluations == 0
+
+
+def test_best_prefers_fewer_edits_within_timing_noise():
+    from optiml.edits.types import Proposal
+    from optiml.search.mcts import MCTS, SearchConfig
+
+    class TwoStepFakeProposer:
+        """A fake: the root gets one edit, that child another that is only noise-level faster."""
+        name = "fake"
+
+        def propose(self, node, k, rng):
+            if "STEP2" in node.source:
+                return []
+            step = "STEP1" if "STEP1" not in node.source else "STEP2"
+            return [Proposal(node.source + f"\n// {step}\nint {step.lower()};", (), step, "fake", 1.0, "fake")]
+
+    class NoisyFakeEvaluator:
+        """A fake: the seed 10 ms, STEP1 5.00 ms, STEP2 4.99 ms, each with a 1% spread."""
+
+        def evaluate(self, source, flags):
+            ms = 4.99 if "STEP2" in source else 5.0 if "STEP1" in source else 10.0
+            return {"status": "ok", "median_ms": ms, "spread": 0.01, "metrics": {}, "diagnosis": []}
+
+    search = MCTS("int root;", NoisyFakeEvaluator(), TwoStepFakeProposer(), config=SearchConfig(budget=5, seed=0))
+    best = search.run()
+    assert any(n.edit == "STEP2" and n.status == "ok" for n in search.nodes)
+    assert best.path() == ("STEP1",)

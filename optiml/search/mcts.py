@@ -154,9 +154,17 @@ class MCTS:
         return self._keys.get(node_key(source, flags))
 
     def best(self) -> Node | None:
-        """The fastest verified node (never a failed one); None when even the root failed."""
+        """The fastest verified node (never a failed one); None when even the root failed.
+
+        Among nodes whose median is within the fastest one's timing noise (twice its spread), the
+        one with the fewest edits wins: an extra edit must earn its place with a measurable gain.
+        """
         ok = [n for n in self.nodes if n.status == "ok" and n.median_ms]
-        return min(ok, key=lambda n: (n.median_ms, n.id)) if ok else None
+        if not ok:
+            return None
+        fastest = min(ok, key=lambda n: (n.median_ms, n.id))
+        band = fastest.median_ms * (1 + 2 * fastest.spread)
+        return min((n for n in ok if n.median_ms <= band), key=lambda n: (len(n.path()), n.median_ms, n.id))
 
     def signature(self) -> frozenset:
         """The tree as a set of (edit path, normalised source, flags, status): equal for equal runs."""
