@@ -22,3 +22,11 @@ def run_with_timeout(cmd: list[str], timeout_s: float, *, cwd: Path | None = Non
             pass
         out, _ = proc.communicate()
         return None, out or ""
+
+
+def child_env(base: dict | None = None) -> dict:
+    """An environment in which a child ``python -m optiml...`` imports this same optiml."""
+    env = dict(os.environ if base is None else base)
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from ..procs import run_with_timeout
+from ..procs import child_env, run_with_timeout
 
 from .metrics import cached_query_metrics, filter_known, ncu_metric_names
 from .model import extract_metrics
@@ -106,9 +106,7 @@ class NcuProfiler:
         with tempfile.TemporaryDirectory(prefix="optiml-ncu-") as tmp:
             d = Path(tmp)
             (d / "job.pkl").write_bytes(pickle.dumps(replace(job, profile_tag=tag, time_it=False)))
-            env = dict(os.environ)
-            pkg_root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            env = child_env()
             rep = d / "profile"
             cmd = [self.ncu, "--nvtx", "--nvtx-include", f"optiml@optiml.profile.{tag}/",
                    "--metrics", ",".join(metrics), "--clock-control", self.clock_control,

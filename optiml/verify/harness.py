@@ -21,6 +21,7 @@ from typing import Protocol
 
 from loguru import logger
 
+from ..procs import child_env
 from ..spec import Launch, TaskSpec
 from .compare import CaseCheck, OutputCheck
 
@@ -132,9 +133,7 @@ class SubprocessHarness:
             d = Path(tmp)
             (d / "job.pkl").write_bytes(pickle.dumps(job))
             log_path = d / "child.log"
-            env = dict(os.environ if self.env is None else self.env)
-            pkg_root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            env = child_env(self.env)
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen([self.python, "-m", "optiml.verify.worker", str(d)],
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
