@@ -38,6 +38,9 @@ class Proposal:
     prior: float = 1.0           # relative preference from the diagnosis, > 0
     proposer: str = "rules"
     error: str | None = None     # an edit that could not be applied: stored as edit_failed
+    exchange: dict | None = None  # the proposer call behind it (LLM: model, prompt, raw answer,
+                                  # tokens_in, tokens_out, latency_s, error); proposals from one
+                                  # call share one dict, stored once in the proposals table
 
 
 class Proposer(Protocol):
