@@ -43,6 +43,7 @@ class Evaluation:
     resources: Resources | None = None
     seed: int | None = None
     median_ms: float | None = None
+    baseline_ms: float | None = None   # the baseline's median, timed interleaved (evaluate(baseline=...))
     gflops: float | None = None
     gbps: float | None = None
     wall_s: float = 0.0
@@ -150,12 +151,23 @@ class Evaluator:
         return tuple(out)
 
     # ------------------------------------------------------------------ the pipeline
-    def evaluate(self, candidate: Candidate, *, time_it: bool = True) -> Evaluation:
+    def evaluate(self, candidate: Candidate, *, time_it: bool = True, baseline: Candidate | None = None,
+                 profile: bool = True) -> Evaluation:
+        """Build, verify on fresh inputs, time and (when a profiler is set and ``profile``) profile
+        ``candidate``. With ``baseline``, the two kernels are timed interleaved in one process on
+        the same inputs (``median_ms`` and ``baseline_ms``): the figure a final speedup is."""
         t0 = time.perf_counter()
         kb, ev = self._binary(candidate)
         if kb is None:
             ev.wall_s = time.perf_counter() - t0
             return ev
+        base_kb = None
+        if baseline is not None:
+            base_kb, base_ev = self._binary(baseline)
+            if base_kb is None:
+                ev.status, ev.message = "reference_error", f"the baseline does not build: {base_ev.status}: {base_ev.message}"
+                ev.wall_s = time.perf_counter() - t0
+                return ev
         try:
             reference = self.reference_binary()
         except _ReferenceUnavailable as e:
@@ -165,7 +177,7 @@ class Evaluator:
         base_seed = self.seed if self.seed is not None else secrets.randbelow(2**31)
         ev.seed = base_seed
         job = HarnessJob(spec=self.spec, candidate=kb, reference=reference, cases=self.cases(base_seed),
-                         time_it=time_it, device=self.device)
+                         time_it=time_it, device=self.device, baseline=base_kb)
         hr = self.harness.run(job)
         ev.harness = hr
         ev.stage_s["gpu"] = hr.wall_s
@@ -178,7 +190,9 @@ class Evaluator:
             secs = hr.timing.median_ms * 1e-3
             ev.gflops = flops / secs / 1e9 if flops else None
             ev.gbps = nbytes / secs / 1e9 if nbytes else None
-        if self.profiler is not None and ev.status == "ok":
+            if hr.baseline_timing is not None:
+                ev.baseline_ms = hr.baseline_timing.median_ms
+        if self.profiler is not None and profile and ev.status == "ok":
             self._profile(ev, job, kb)
         ev.wall_s = time.perf_counter() - t0
         logger.info("evaluated {}: {} {}", candidate.name, ev.status, f"{ev.median_ms:.4f} ms" if ev.median_ms else "")

@@ -94,3 +94,27 @@ def test_build_without_nvcc_says_so(tmp_path):
     r = subprocess.run([sys.executable, "-m", "optiml", "build", str(k), "--arch", "sm_90"],
                        capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 1 and "nvcc was not found" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_optimize_errors_are_one_sentence(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")        # no nvidia-smi on this machine either way
+    r = run("optimize", "--db", tmp_path / "t.db")
+    assert r.exit_code != 0 and "give the KERNEL to optimize, or --resume RUN" in r.output
+    r = run("optimize", "--resume", 1, "--db", tmp_path / "missing.db")
+    assert r.exit_code != 0 and "no trace database here" in r.output
+    db = tmp_path / "old.db"
+    db.write_bytes((ROOT / "tests/data/traces/recorded_h200_runs.db").read_bytes())
+    r = run("optimize", "--resume", 7, "--db", db)
+    assert r.exit_code != 0 and "no run 7" in r.output
+    r = run("optimize", "--resume", 1, "--db", db)    # recorded on another machine: its spec path is gone
+    assert r.exit_code != 0 and "spec" in r.output and "is gone" in r.output
+    spec = EXAMPLES / "sgemm_tiled_conflicts" / "sgemm_tiled_conflicts.toml"
+    changed = tmp_path / "changed.toml"
+    changed.write_text(spec.read_text() + "\n# edited\n")
+    r = run("optimize", "--resume", 1, "--db", db, "--spec", changed)
+    assert r.exit_code != 0 and "changed since run 1 started" in r.output
+    r = run("optimize", "--resume", 1, "--db", db, "--spec", spec,
+            EXAMPLES / "sgemm_tiled_conflicts" / "sgemm_tiled_conflicts.cu")
+    assert r.exit_code != 0 and "no GPU was found" in r.output, r.output
+    for out in (r.output,):
+        assert "Traceback" not in out

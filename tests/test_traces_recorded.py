@@ -19,7 +19,7 @@ def test_show_attributes_the_gain_to_padding_with_conflicts_falling(tmp_path):
     r = CliRunner().invoke(main, ["show", "1", "--db", str(db_copy(tmp_path))])
     assert r.exit_code == 0, r.output
     assert "pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]" in r.output
-    assert "smem_ld_bank_conflicts 1.5e10 →" in r.output
+    assert "shared load bank conflicts 1.5e10 →" in r.output
     assert "+    __shared__ float Bs[TILE][TILE + 1];" in r.output
     assert "5.16x vs seed" in r.output
 

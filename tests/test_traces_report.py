@@ -76,10 +76,10 @@ def test_format_path_shows_steps_diffs_speedups_and_deltas(traj):
     assert "the column read of tile hits one bank 32 ways" in step1
     assert "-    __shared__ float tile[32][32];" in step1 and "+    __shared__ float tile[32][33];" in step1
     assert "1.60x vs seed (2 ms → 1.25 ms)" in step1
-    assert "smem_ld_bank_conflicts 1.9e9 → 0" in step1
-    assert "achieved_occupancy_pct" not in step1  # unchanged in this step
+    assert "shared load bank conflicts 1.9e9 → 0" in step1
+    assert "achieved occupancy" not in step1  # unchanged in this step
     assert "two blocks per SM" in step2 and "+__global__ void __launch_bounds__(1024, 2)" in step2
-    assert "2.00x vs seed" in step2 and "achieved_occupancy_pct 50% → 94%" in step2
+    assert "2.00x vs seed" in step2 and "achieved occupancy 50% → 94%" in step2
     assert "drop the barrier" not in text  # not on the path
     assert text.rstrip().endswith("candidates: 5 (done:ok 3, failed:wrong_answer 1, pending 1)")
 

@@ -22,13 +22,36 @@ def test_migrates_an_empty_file_once(tmp_path):
     path.write_bytes(b"")
     with TraceStore(path) as store:
         assert TABLES <= set(store.db.table_names())
-        assert [m.name for m in migrations.applied(store.db)] == ["m001_initial"]
+        assert [m.name for m in migrations.applied(store.db)] == ["m001_initial", "m002_resume"]
         assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert store.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         indexed = {tuple(i.columns) for i in store.db["nodes"].indexes}
         assert {("run_id", "status"), ("parent_id",), ("source_hash",)} <= indexed
     with TraceStore(path) as store:  # reopening applies nothing twice
-        assert store.db.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone()[0] == 1
+        assert store.db.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone()[0] == 2
+
+
+def test_upgrades_a_database_written_by_the_first_schema(tmp_path):
+    """tests/data/traces/recorded_h200_runs.db was written by `optiml optimize` under schema m001."""
+    old = ROOT / "tests" / "data" / "traces" / "recorded_h200_runs.db"
+    path = tmp_path / "old.db"
+    path.write_bytes(old.read_bytes())
+    raw = sqlite3.connect(path)
+    assert [r[0] for r in raw.execute("SELECT name FROM _sqlite_migrations")] == ["m001_initial"]
+    before = raw.execute("SELECT COUNT(*) FROM nodes").fetchone()[0], raw.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    raw.close()
+    with TraceStore(path) as store:
+        assert [m.name for m in migrations.applied(store.db)] == ["m001_initial", "m002_resume"]
+        assert (store.db.execute("SELECT COUNT(*) FROM nodes").fetchone()[0],
+                store.db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]) == before
+        assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        recs = store.search_records(1)              # old rows still give the search's records
+        assert recs[0]["parent"] is None and recs[0]["status"] == "ok"
+        assert recs[0]["result"]["median_ms"] == pytest.approx(80.0315, rel=1e-4)
+        assert 0 < recs[0]["result"]["spread"] < 0.01
+        assert store.best_node(1).edit == "pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]"
+        n = store.add_node(1, recs[0]["id"], "new source", prior=0.5, call=3)   # and new rows take the new columns
+        assert (store.node(n).prior, store.node(n).call) == (0.5, 3)
 
 
 def test_default_path_from_environment(monkeypatch, tmp_path):

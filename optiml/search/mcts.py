@@ -28,6 +28,7 @@ from typing import Callable, Iterable, Protocol
 
 from loguru import logger
 
+from ..best import Ranked, choose_best
 from ..edits.types import Attempt, NodeView, Proposal, Proposer
 from .reward import REWARD_VERSION, reward
 from .tree import PENDING, Node, Observer, attempt_record, node_key
@@ -125,7 +126,8 @@ class MCTS:
 
     def _add(self, parent: Node | None, p: Proposal, call: int | None) -> Node:
         node = Node(id=len(self.nodes), parent=parent, source=p.source, flags=tuple(p.flags), edit=p.edit,
-                    rationale=p.rationale, proposer=p.proposer, prior=p.prior if p.prior > 0 else 1e-6, call=call)
+                    rationale=p.rationale, proposer=p.proposer, prior=p.prior if p.prior > 0 else 1e-6, call=call,
+                    exchange=p.exchange)
         self.nodes.append(node)
         self._keys.setdefault(node_key(node.source, node.flags), node)
         self._pending.append(node)
@@ -154,17 +156,11 @@ class MCTS:
         return self._keys.get(node_key(source, flags))
 
     def best(self) -> Node | None:
-        """The fastest verified node (never a failed one); None when even the root failed.
-
-        Among nodes whose median is within the fastest one's timing noise (twice its spread), the
-        one with the fewest edits wins: an extra edit must earn its place with a measurable gain.
-        """
+        """The best verified node (never a failed one) by :func:`optiml.best.choose_best`: the
+        fewest edits within the fastest node's timing noise; None when even the root failed."""
         ok = [n for n in self.nodes if n.status == "ok" and n.median_ms]
-        if not ok:
-            return None
-        fastest = min(ok, key=lambda n: (n.median_ms, n.id))
-        band = fastest.median_ms * (1 + 2 * fastest.spread)
-        return min((n for n in ok if n.median_ms <= band), key=lambda n: (len(n.path()), n.median_ms, n.id))
+        pick = choose_best(Ranked(n, n.median_ms, n.spread, n.depth, n.id) for n in ok)
+        return None if pick is None else pick.key
 
     def signature(self) -> frozenset:
         """The tree as a set of (edit path, normalised source, flags, status): equal for equal runs."""

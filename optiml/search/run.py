@@ -38,23 +38,42 @@ class PipelineEvaluator:
 
 
 class StoreObserver:
-    """Writes the search's nodes to a TraceStore: pending and running before the work, the
-    evaluation and final status after, each in its own transaction."""
+    """Writes the search's nodes to a TraceStore: pending before the work, running when it
+    starts, the evaluation and final status after, each in its own transaction; proposer calls
+    (LLM exchanges) once each, and proposals that never became nodes as attempts.
 
-    def __init__(self, store, run_id: int, evaluator: PipelineEvaluator):
+    ``ids`` maps search node ids to store node ids; a resumed search passes the mapping of the
+    nodes it was rebuilt from (see :func:`resume_ids`)."""
+
+    def __init__(self, store, run_id: int, evaluator: PipelineEvaluator, ids: dict[int, int] | None = None):
         self.store, self.run_id, self.evaluator = store, run_id, evaluator
-        self.ids: dict[int, int] = {}     # search node id -> store node id
+        self.ids: dict[int, int] = dict(ids or {})
+        self._exchanges: dict[int, int] = {}     # id() of an exchange dict -> proposals row
+
+    def _exchange(self, parent_id: int | None, proposer: str, exchange: dict | None) -> int | None:
+        if not exchange:
+            return None
+        key = id(exchange)
+        if key not in self._exchanges:
+            x = exchange
+            self._exchanges[key] = self.store.record_proposal(
+                self.run_id, node_id=parent_id, proposer=proposer, model=x.get("model"), prompt=x.get("prompt"),
+                raw_answer=x.get("raw_answer"), tokens_in=x.get("tokens_in"), tokens_out=x.get("tokens_out"),
+                latency_s=x.get("latency_s"), error=x.get("error"), kind="exchange")
+        return self._exchanges[key]
 
     def on_node_added(self, node: Node) -> None:
         parent = self.ids.get(node.parent.id) if node.parent is not None else None
+        pid = self._exchange(parent, node.proposer, node.exchange)
         nid = self.store.add_node(self.run_id, parent, node.source, flags={"extra": list(node.flags)},
-                                  edit=node.edit, rationale=node.rationale, proposer=node.proposer)
+                                  edit=node.edit, rationale=node.rationale, proposer=node.proposer,
+                                  prior=node.prior, call=node.call, proposal_id=pid)
         self.ids[node.id] = nid
 
     def on_node_evaluated(self, node: Node) -> None:
         nid = self.ids[node.id]
         self.store.mark_running(nid)
-        ev = self.evaluator.last
+        ev = getattr(self.evaluator, "last", None)
         r = node.result
         evaluation = {
             "status": node.status,
@@ -63,6 +82,7 @@ class StoreObserver:
             "diagnosis": r.get("diagnosis") or [],
             "reward": node.reward,
             "reward_version": r.get("reward_version"),
+            "result": {k: v for k, v in r.items() if k not in ("reward", "reward_version")},
         }
         if ev is not None:
             evaluation.update({
@@ -77,5 +97,26 @@ class StoreObserver:
         self.store.update_stats(nid, node.visits, node.value_sum)
 
     def on_attempt(self, parent: Node, record: dict) -> None:
-        self.store.record_proposal(self.run_id, node_id=self.ids.get(parent.id), proposer=record.get("proposer"),
-                                   parsed_edits=record, error=record.get("status"))
+        record = dict(record)
+        exchange = record.pop("exchange", None)
+        parent_id = self.ids.get(parent.id)
+        self._exchange(parent_id, record.get("proposer") or "", exchange)
+        self.store.record_proposal(self.run_id, node_id=parent_id, proposer=record.get("proposer"),
+                                   parsed_edits=record, error=(record.get("result") or {}).get("message") or record.get("status"),
+                                   kind="attempt")
+
+
+def resume_ids(records: list[dict]) -> dict[int, int]:
+    """Search node ids (creation order) to the store ids of the node records they came from."""
+    return {i: rec["id"] for i, rec in enumerate(r for r in records if r.get("id") is not None)}
+
+
+def resume_search(store, run_id: int, evaluator, proposer, *, config, task: str = "", entry: str = ""):
+    """Rebuild run ``run_id``'s search from the store (nothing stored is evaluated again; nodes a
+    dead process left running are evaluated first) with an observer that goes on writing to it."""
+    from .mcts import MCTS
+
+    store.reset_stale(run_id)
+    records = store.search_records(run_id)
+    observer = StoreObserver(store, run_id, evaluator, ids=resume_ids(records))
+    return MCTS.from_records(records, evaluator, proposer, config=config, observer=observer, task=task, entry=entry)

@@ -58,6 +58,7 @@ class Node:
     proposer: str = ""
     prior: float = 1.0
     call: int | None = None              # the parent's proposer call that produced it (None: root, seed)
+    exchange: dict | None = None         # the proposer call's record (an LLM exchange), not replayed
     status: str = PENDING
     result: dict = field(default_factory=dict)
     reward: float | None = None
@@ -128,7 +129,8 @@ def attempt_record(parent: Node, proposal, status: str, message: str, call: int)
     """The record of a proposal that did not become a node (edit_failed or duplicate)."""
     return {"id": None, "parent": parent.id, "source": proposal.source, "flags": list(proposal.flags),
             "edit": proposal.edit, "rationale": proposal.rationale, "proposer": proposal.proposer,
-            "prior": proposal.prior, "call": call, "status": status, "result": {"message": message}}
+            "prior": proposal.prior, "call": call, "status": status, "result": {"message": message},
+            "exchange": proposal.exchange}
 
 
 class Observer(Protocol):

@@ -10,6 +10,39 @@ from .store import OK, Node, TraceStore
 
 MAX_DELTAS = 6
 
+# how ``show`` names the metrics it reports; other keys are shown with spaces for underscores
+LABELS = {
+    "smem_ld_bank_conflicts": "shared load bank conflicts",
+    "smem_st_bank_conflicts": "shared store bank conflicts",
+    "smem_ld_wavefronts": "shared load wavefronts",
+    "smem_st_wavefronts": "shared store wavefronts",
+    "achieved_occupancy_pct": "achieved occupancy",
+    "theoretical_occupancy_pct": "theoretical occupancy",
+    "duration_ns": "kernel time (ns)",
+    "dram_throughput_pct": "DRAM throughput",
+    "l2_throughput_pct": "L2 throughput",
+    "l1_throughput_pct": "L1/shared throughput",
+    "sm_throughput_pct": "SM throughput",
+    "memory_throughput_pct": "memory throughput",
+    "tensor_pipe_active_pct": "tensor pipe active",
+    "hmma_pipe_active_pct": "HMMA pipe active",
+    "registers_per_thread": "registers per thread",
+    "static_smem_per_block": "static shared memory per block (bytes)",
+    "dynamic_smem_per_block": "dynamic shared memory per block (bytes)",
+    "local_load_bytes": "local-memory loads (bytes)",
+    "local_store_bytes": "local-memory stores (bytes)",
+    "l2_hit_rate_pct": "L2 hit rate",
+    "dram_bytes": "DRAM bytes",
+}
+
+
+def label(name: str) -> str:
+    if name in LABELS:
+        return LABELS[name]
+    if name.startswith("stall_"):
+        return name[len("stall_"):].replace("_", " ") + " stalls"
+    return name.removesuffix("_pct").replace("_", " ")
+
 
 def fmt_value(name: str, v) -> str:
     """1.9e9, 0, 94%, 0.125: short and unambiguous."""
@@ -23,8 +56,8 @@ def fmt_value(name: str, v) -> str:
     elif float(v).is_integer() and abs(v) < 1e5:
         s = str(int(v))
     elif abs(v) >= 1e5 or abs(v) < 1e-3:
-        mant, exp = f"{v:.2g}".split("e") if "e" in f"{v:.2g}" else (f"{v:.2g}", "0")
-        s = f"{mant}e{int(exp)}"
+        g = f"{v:.2g}"
+        s = f"{g.split('e')[0]}e{int(g.split('e')[1])}" if "e" in g else g
     else:
         s = f"{v:.3g}"
     return s + ("%" if pct else "")
@@ -44,8 +77,8 @@ def metric_deltas(before: dict | None, after: dict | None, limit: int = MAX_DELT
         if rel < 0.05:
             continue
         changes.append((rel, name, a, b))
-    changes.sort(key=lambda c: (-c[0], c[1]))
-    return [f"{n} {fmt_value(n, a)} → {fmt_value(n, b)}" for _, n, a, b in changes[:limit]]
+    changes.sort(key=lambda c: (c[1] not in LABELS, -c[0], c[1]))   # the named metrics first
+    return [f"{label(n)} {fmt_value(n, a)} → {fmt_value(n, b)}" for _, n, a, b in changes[:limit]]
 
 
 def source_diff(old: str, new: str, old_name: str, new_name: str) -> str:
@@ -102,6 +135,12 @@ def format_path(store: TraceStore, run_id: int) -> str:
             lines.append(f"  flags: {parent.flags or {}} → {node.flags or {}}")
         lines.append(diff.rstrip("\n") if diff else "  (same source)")
     lines.append("")
+    final = run.get("result") or {}
+    if final.get("status") == "ok" and final.get("speedup"):
+        lines.append(f"final: {final['speedup']:.2f}x ({final['seed_ms']:.4g} ms → {final['best_ms']:.4g} ms), the best "
+                     f"verified again on fresh inputs and timed interleaved with the seed in one process")
+    elif final:
+        lines.append(f"final re-timing failed: {final.get('status')}: {final.get('message')}")
     lines.append(format_counts(store.status_counts(run_id)))
     return "\n".join(lines) + "\n"
 
@@ -142,6 +181,13 @@ def format_node(store: TraceStore, node_id: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def _best_cell(r: dict) -> str:
+    """The final interleaved figure when the run has one, else the best seen during the search (~)."""
+    if r.get("final_speedup"):
+        return f"{r['final_speedup']:.2f}x"
+    return f"~{r['best_speedup']:.2f}x" if r.get("best_speedup") else "-"
+
+
 def format_runs(rows: list[dict]) -> str:
     """The ``optiml runs`` table."""
     if not rows:
@@ -149,7 +195,7 @@ def format_runs(rows: list[dict]) -> str:
     head = ("run", "task", "status", "evaluated", "best", "started")
     body = [(str(r["id"]), r["task"], r["status"],
              f"{r['evaluated']}/{r['budget']}" if r["budget"] else str(r["evaluated"]),
-             f"{r['best_speedup']:.2f}x" if r["best_speedup"] else "-", r["created_at"][:19].replace("T", " "))
+             _best_cell(r), r["created_at"][:19].replace("T", " "))
             for r in rows]
     widths = [max(len(x[i]) for x in (head, *body)) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()

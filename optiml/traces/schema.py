@@ -49,3 +49,26 @@ def m001_initial(db: Database) -> None:
     db["nodes"].create_index(["source_hash"])
     db["proposals"].create_index(["run_id"])
     db["proposals"].create_index(["node_id"])
+
+
+@migrations()
+def m002_resume(db: Database) -> None:
+    """What a resumed search needs and the final figure of a run.
+
+    nodes: the proposer's prior, the index of the proposer call on the parent that produced it
+    (``call``) and the proposals row of that call (``proposal_id``, an LLM exchange).
+    proposals: ``kind`` (``exchange``: one proposer call with its prompt and answer; ``attempt``:
+    a proposal that never became a node, an edit that did not apply or a duplicate) and ``seq``
+    (the run's newest node id when it was written, to replay attempts in order).
+    evaluations: ``result_json``, the evaluation as the search saw it (status, message, median,
+    spread, metrics, diagnosis, resources), so a resumed search scores it without a GPU.
+    runs: ``result_json``, the final interleaved re-timing of the best kernel against the seed.
+    """
+    db["nodes"].add_column("prior", float)
+    db["nodes"].add_column("call", int)
+    db["nodes"].add_column("proposal_id", int)
+    db["proposals"].add_column("kind", str)
+    db["proposals"].add_column("seq", int)
+    db["evaluations"].add_column("result_json", str)
+    db["runs"].add_column("result_json", str)
+    db["proposals"].create_index(["run_id", "kind"])

@@ -22,13 +22,14 @@ from typing import Any, Iterator
 from loguru import logger
 from sqlite_utils import Database
 
+from ..best import Ranked, choose_best
 from ..errors import UserError
 from . import DB_ENV, DEFAULT_DB
 from .schema import NODE_STATUSES, migrations
 
 OK = "ok"  # the evaluation status of a built, verified and timed candidate
 
-_EVAL_JSON = ("build", "verify", "timing", "metrics", "diagnosis")
+_EVAL_JSON = ("build", "verify", "timing", "metrics", "diagnosis", "result")
 _EVAL_PLAIN = ("build_log", "median_ms", "raw_ncu_csv", "reward", "reward_version", "wall_s")
 
 
@@ -79,13 +80,17 @@ class Node:
     status: str
     visits: int
     value_sum: float
+    prior: float | None = None
+    call: int | None = None           # the parent's proposer call that produced it
+    proposal_id: int | None = None    # the proposals row of that call (an LLM exchange)
 
 
 def _node(row: dict) -> Node:
     return Node(id=row["id"], run_id=row["run_id"], parent_id=row["parent_id"],
                 source_hash=row["source_hash"], flags=_loads(row["flags_json"]), edit=row["edit"],
                 rationale=row["rationale"], proposer=row["proposer"], depth=row["depth"],
-                status=row["status"], visits=row["visits"], value_sum=row["value_sum"])
+                status=row["status"], visits=row["visits"], value_sum=row["value_sum"],
+                prior=row.get("prior"), call=row.get("call"), proposal_id=row.get("proposal_id"))
 
 
 class TraceStore:
@@ -190,7 +195,18 @@ class TraceStore:
         if row is None:
             raise UserError(f"{self.path}: no run {run_id} (see `optiml runs`).")
         row["config"] = _loads(row.pop("config_json"))
+        row["result"] = _loads(row.pop("result_json", None))
         return row
+
+    def set_run_result(self, run_id: int, result: dict) -> None:
+        """The run's final figure (the interleaved re-timing of the best against the seed)."""
+        with self._write():
+            self.db.execute("UPDATE runs SET result_json = ?, updated_at = ? WHERE id = ?",
+                            (_dumps(result), _now(), run_id))
+
+    def set_run_budget(self, run_id: int, budget: int) -> None:
+        with self._write():
+            self.db.execute("UPDATE runs SET budget = ?, updated_at = ? WHERE id = ?", (budget, _now(), run_id))
 
     def runs(self) -> list[dict]:
         """All runs, newest first, with candidate counts, the seed's and the best time."""
@@ -198,15 +214,17 @@ class TraceStore:
             "SELECT r.id, r.task, r.status, r.budget, r.device, r.created_at, r.updated_at,"
             " (SELECT COUNT(*) FROM nodes n WHERE n.run_id = r.id) AS candidates,"
             " (SELECT COUNT(*) FROM nodes n JOIN evaluations e ON e.node_id = n.id"
-            "   WHERE n.run_id = r.id) AS evaluated,"
+            "   WHERE n.run_id = r.id AND n.parent_id IS NOT NULL) AS evaluated,"
             " (SELECT e.median_ms FROM nodes n JOIN evaluations e ON e.node_id = n.id"
             "   WHERE n.run_id = r.id AND n.parent_id IS NULL AND e.status = 'ok'"
             "   ORDER BY n.id LIMIT 1) AS seed_ms,"
             " (SELECT MIN(e.median_ms) FROM nodes n JOIN evaluations e ON e.node_id = n.id"
             "   WHERE n.run_id = r.id AND e.status = 'ok' AND e.median_ms IS NOT NULL) AS best_ms"
-            " FROM runs r ORDER BY r.id DESC")
+            ", r.result_json FROM runs r ORDER BY r.id DESC")
         for r in rows:
             r["best_speedup"] = (r["seed_ms"] / r["best_ms"]) if r["seed_ms"] and r["best_ms"] else None
+            final = _loads(r.pop("result_json")) or {}
+            r["final_speedup"] = final.get("speedup") if final.get("status") == "ok" else None
         return rows
 
     # ------------------------------------------------------------------ sources
@@ -226,7 +244,8 @@ class TraceStore:
     # ------------------------------------------------------------------ nodes
     def add_node(self, run_id: int, parent_id: int | None, source: str, *, flags: dict | None = None,
                  edit: str | None = None, rationale: str | None = None,
-                 proposer: str | None = None) -> int:
+                 proposer: str | None = None, prior: float | None = None, call: int | None = None,
+                 proposal_id: int | None = None) -> int:
         """Record a candidate (status ``pending``) before any work on it starts."""
         h = source_hash(source)
         now = _now()
@@ -240,9 +259,10 @@ class TraceStore:
                 depth = parent["depth"] + 1
             cur = self.db.execute(
                 "INSERT INTO nodes (run_id, parent_id, source_hash, flags_json, edit, rationale, proposer,"
-                " depth, status, visits, value_sum, created_at, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,'pending',0,0.0,?,?)",
-                (run_id, parent_id, h, _dumps(flags), edit, rationale, proposer, depth, now, now))
+                " depth, status, visits, value_sum, created_at, updated_at, prior, call, proposal_id)"
+                " VALUES (?,?,?,?,?,?,?,?,'pending',0,0.0,?,?,?,?,?)",
+                (run_id, parent_id, h, _dumps(flags), edit, rationale, proposer, depth, now, now,
+                 prior, call, proposal_id))
             return cur.lastrowid
 
     def node_for_source(self, run_id: int, source: str, flags: dict | None = None) -> Node | None:
@@ -263,8 +283,9 @@ class TraceStore:
         """Write the evaluation row and set the node ``done``/``failed`` in one transaction.
 
         ``evaluation`` has ``status`` (``ok`` or a failure status) and any of build, verify,
-        timing, metrics, diagnosis (JSON-able), build_log, median_ms, raw_ncu_csv, reward,
-        reward_version, wall_s. Unknown keys are an error.
+        timing, metrics, diagnosis, result (JSON-able; ``result`` is the evaluation as the search
+        saw it, for resuming), build_log, median_ms, raw_ncu_csv, reward, reward_version, wall_s.
+        Unknown keys are an error.
         """
         if status not in ("done", "failed"):
             raise ValueError(f"finish status must be done or failed, not {status!r}")
@@ -328,11 +349,21 @@ class TraceStore:
         return row
 
     def best_node(self, run_id: int) -> Node | None:
-        """The fastest node whose evaluation is ``ok``; a failed candidate is never best."""
-        row = self._one("SELECT n.* FROM nodes n JOIN evaluations e ON e.node_id = n.id"
-                        " WHERE n.run_id = ? AND e.status = ? AND e.median_ms IS NOT NULL"
-                        " ORDER BY e.median_ms, n.id LIMIT 1", (run_id, OK))
-        return None if row is None else _node(row)
+        """The best verified node by the search's own rule (:func:`optiml.best.choose_best`: the
+        fewest edits within the fastest node's timing noise); a failed candidate is never best."""
+        rows = self._all("SELECT n.*, e.median_ms AS e_median_ms, e.timing_json AS e_timing_json,"
+                         " e.result_json AS e_result_json FROM nodes n JOIN evaluations e ON e.node_id = n.id"
+                         " WHERE n.run_id = ? AND e.status = ? AND e.median_ms IS NOT NULL ORDER BY n.id",
+                         (run_id, OK))
+        ranked = []
+        for r in rows:
+            spread = (_loads(r.pop("e_result_json")) or {}).get("spread")
+            timing = _loads(r.pop("e_timing_json")) or {}
+            if spread is None and timing.get("median_ms"):
+                spread = (timing.get("iqr_ms") or 0.0) / timing["median_ms"]
+            ranked.append(Ranked(r["id"], r.pop("e_median_ms"), spread, r["depth"], r["id"]))
+        pick = choose_best(ranked)
+        return None if pick is None else self.node(pick.key)
 
     def root_node(self, run_id: int) -> Node | None:
         row = self._one("SELECT * FROM nodes WHERE run_id = ? AND parent_id IS NULL ORDER BY id LIMIT 1", (run_id,))
@@ -358,14 +389,19 @@ class TraceStore:
     def record_proposal(self, run_id: int, *, node_id: int | None = None, proposer: str | None = None,
                         model: str | None = None, prompt: str | None = None, raw_answer: str | None = None,
                         parsed_edits: Any = None, tokens_in: int | None = None, tokens_out: int | None = None,
-                        latency_s: float | None = None, error: str | None = None) -> int:
+                        latency_s: float | None = None, error: str | None = None,
+                        kind: str = "exchange") -> int:
+        """A proposer call (``kind`` exchange: prompt, answer, tokens, latency) or a proposal that
+        never became a node (``kind`` attempt: ``parsed_edits`` holds its record), stamped with
+        the run's newest node id so that a resumed search replays it in order."""
         with self._write():
+            seq = self.db.execute("SELECT MAX(id) FROM nodes WHERE run_id = ?", (run_id,)).fetchone()[0]
             cur = self.db.execute(
                 "INSERT INTO proposals (run_id, node_id, proposer, model, prompt, raw_answer,"
-                " parsed_edits_json, tokens_in, tokens_out, latency_s, error, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " parsed_edits_json, tokens_in, tokens_out, latency_s, error, created_at, kind, seq)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, node_id, proposer, model, prompt, raw_answer, _dumps(parsed_edits), tokens_in,
-                 tokens_out, latency_s, error, _now()))
+                 tokens_out, latency_s, error, _now(), kind, seq))
             return cur.lastrowid
 
     def proposals(self, *, run_id: int | None = None, node_id: int | None = None) -> list[dict]:
@@ -379,3 +415,51 @@ class TraceStore:
         """One dict per node joined with its evaluation (None fields where not evaluated)."""
         for n in self.nodes(run_id):
             yield {"node": n, "evaluation": self.evaluation(n.id)}
+
+    # ------------------------------------------------------------------ resume
+    def search_records(self, run_id: int) -> list[dict]:
+        """The run as the search's records (see ``optiml.search.tree``), in the order they were
+        written: every node with its evaluation as the search saw it (``pending`` where it has
+        none yet), and every attempt (a proposal that did not become a node) after the node that
+        was newest when it was made. Ids are the store's node ids."""
+        records: list[tuple[tuple, dict]] = []
+        for n in self.nodes(run_id):
+            e = self.evaluation(n.id)
+            rec = {"id": n.id, "parent": n.parent_id, "source": self.source(n.source_hash),
+                   "flags": list((n.flags or {}).get("extra") or ()), "edit": n.edit or "",
+                   "rationale": n.rationale or "", "proposer": n.proposer or "",
+                   "prior": n.prior if n.prior is not None else 1.0, "call": n.call}
+            if e is None:
+                rec.update(status="pending", result={})
+            else:
+                rec.update(status=e["status"], result=_search_result(e))
+            records.append(((n.id, 0, 0), rec))
+        node_ids = [n.id for n in self.nodes(run_id)]
+        for p in self._all("SELECT * FROM proposals WHERE run_id = ? ORDER BY id", (run_id,)):
+            rec = _loads(p["parsed_edits_json"])
+            if p.get("kind") == "exchange" or not isinstance(rec, dict) or rec.get("id", 0) is not None \
+                    or rec.get("status") not in ("edit_failed", "duplicate"):
+                continue
+            seq = p.get("seq")
+            if seq is None:        # written before schema m002: place it by time
+                seq = max((i for i, c in zip(node_ids, self._node_times(run_id)) if c <= p["created_at"]),
+                          default=node_ids[0] if node_ids else 0)
+            records.append(((seq, 1, p["id"]), dict(rec, parent=p["node_id"])))
+        return [r for _, r in sorted(records, key=lambda kr: kr[0])]
+
+    def _node_times(self, run_id: int) -> list[str]:
+        return [r["created_at"] for r in self._all("SELECT created_at FROM nodes WHERE run_id = ? ORDER BY id",
+                                                  (run_id,))]
+
+
+def _search_result(e: dict) -> dict:
+    """The evaluation dict the search works on, from an evaluations row (``result_json`` since
+    schema m002; rebuilt from the other columns for older rows)."""
+    if e.get("result"):
+        return dict(e["result"])
+    timing = e.get("timing") or {}
+    spread = (timing.get("iqr_ms") or 0.0) / timing["median_ms"] if timing.get("median_ms") else None
+    build = e.get("build") or {}
+    return {"status": e["status"], "message": (e.get("verify") or {}).get("message", ""),
+            "median_ms": e.get("median_ms"), "spread": spread, "metrics": e.get("metrics") or {},
+            "diagnosis": e.get("diagnosis") or [], "resources": build.get("resources") or {}}

@@ -54,6 +54,7 @@ class HarnessJob:
     time_it: bool = True
     device: int = 0
     profile_tag: str | None = None          # profile mode: one launch inside NVTX range optiml.profile.<tag>
+    baseline: KernelBinary | None = None    # timed interleaved with the candidate (the final speedup)
 
 
 @dataclass
@@ -83,6 +84,7 @@ class HarnessResult:
     message: str = ""
     checks: list[CaseCheck] = field(default_factory=list)
     timing: TimingResult | None = None
+    baseline_timing: TimingResult | None = None   # the job's baseline, timed interleaved with it
     device_name: str = ""
     log_tail: str = ""
     wall_s: float = 0.0
@@ -110,8 +112,9 @@ class HarnessResult:
             c["outputs"] = [OutputCheck(**o) for o in c.get("outputs", [])]
             checks.append(CaseCheck(**c))
         d["checks"] = checks
-        if d.get("timing"):
-            d["timing"] = TimingResult(**d["timing"])
+        for key in ("timing", "baseline_timing"):
+            if d.get(key):
+                d[key] = TimingResult(**d[key])
         return cls(**d)
 
 

@@ -219,11 +219,17 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult) -> bo
 
 
 def time_kernel(gpu: Gpu, job: HarnessJob, stage: Stage) -> TimingResult:
+    return time_kernels(gpu, job, stage, [job.candidate])[0]
+
+
+def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelBinary]) -> list[TimingResult]:
+    """Time one kernel, or several interleaved (round r launches each once, the order rotating
+    every round) on the same input sets, so that clocks, temperature and neighbours affect
+    them alike: that is how a final speedup is measured."""
     spec, drv = job.spec, gpu.drv
     tcfg = spec.timing
     sizes = spec.timing_sizes
-    launch = job.candidate.launches[0]
-    _, fn = gpu.load(job.candidate, spec)
+    kernels = [(gpu.load(kb, spec)[1], kb.launches[0]) for kb in binaries]
     base_seed = (job.cases[0].seed if job.cases else 0) + 7919
     first = make_case(spec, sizes, base_seed, job.candidate.constants)
     set_bytes = sum(a.nbytes for a in first.arrays.values())
@@ -251,31 +257,37 @@ def time_kernel(gpu: Gpu, job: HarnessJob, stage: Stage) -> TimingResult:
         start, end = drv.Event(), drv.Event()
         warm = 0
         t_begin = time.perf_counter()
-        est_ms = None
-        while warm < 3 or (time.perf_counter() - t_begin) * 1e3 < tcfg.warmup_ms:
-            i = warm % n_sets
+        est = [1e-3] * len(kernels)
+        while warm < 3 * len(kernels) or (time.perf_counter() - t_begin) * 1e3 < tcfg.warmup_ms:
+            i, k = (warm // len(kernels)) % n_sets, warm % len(kernels)
             reset(i)
             start.record(gpu.stream)
-            _launch(gpu, fn, launch, args[i])
+            _launch(gpu, kernels[k][0], kernels[k][1], args[i])
             end.record(gpu.stream)
             end.synchronize()
-            est_ms = end.time_since(start)
+            est[k] = end.time_since(start)
             warm += 1
-            if warm >= 1000:
+            if warm >= 1000 * len(kernels):
                 break
-        reps = int(min(tcfg.max_reps, max(tcfg.min_reps, math.ceil(tcfg.target_ms / max(est_ms, 1e-3)))))
-        stage(f"timing: {reps} repetitions at sizes {sizes}")
-        events = [(drv.Event(), drv.Event()) for _ in range(reps)]
-        for r, (s_ev, e_ev) in enumerate(events):
+        reps = int(min(tcfg.max_reps, max(tcfg.min_reps, math.ceil(tcfg.target_ms / max(max(est), 1e-3)))))
+        stage(f"timing: {reps} repetitions at sizes {sizes}" + (f", {len(kernels)} kernels interleaved" if len(kernels) > 1 else ""))
+        events = [[(drv.Event(), drv.Event()) for _ in range(reps)] for _ in kernels]
+        for r in range(reps):
             i = r % n_sets
-            if flush is not None:
-                drv.memset_d32_async(flush, r & 0xFFFF, flush_words, gpu.stream)
-            reset(i)
-            s_ev.record(gpu.stream)
-            _launch(gpu, fn, launch, args[i])
-            e_ev.record(gpu.stream)
+            for j in range(len(kernels)):
+                k = (r + j) % len(kernels)
+                fn, launch = kernels[k]
+                s_ev, e_ev = events[k][r]
+                if flush is not None:
+                    drv.memset_d32_async(flush, (r * len(kernels) + j) & 0xFFFF, flush_words, gpu.stream)
+                reset(i)
+                s_ev.record(gpu.stream)
+                _launch(gpu, fn, launch, args[i])
+                e_ev.record(gpu.stream)
+            if len(kernels) > 1:
+                gpu.stream.synchronize()          # keep the rounds from piling up on the queue
         gpu.stream.synchronize()
-        samples = [e.time_since(s) for s, e in events]
+        samples = [[e.time_since(s) for s, e in evs] for evs in events]
     except drv.Error as e:
         raise KernelFault(str(e)) from None
     finally:
@@ -284,7 +296,7 @@ def time_kernel(gpu: Gpu, job: HarnessJob, stage: Stage) -> TimingResult:
                 s.free()
             except drv.Error:
                 pass
-    return timing_stats(samples, warm, n_sets, flush is not None)
+    return [timing_stats(sm, warm, n_sets, flush is not None) for sm in samples]
 
 
 def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage) -> None:
@@ -353,7 +365,10 @@ def main(jobdir: str) -> int:
             return _write(d, result)
         if ok and job.time_it:
             try:
-                result.timing = time_kernel(gpu, job, stage)
+                if job.baseline is None:
+                    result.timing = time_kernel(gpu, job, stage)
+                else:
+                    result.timing, result.baseline_timing = time_kernels(gpu, job, stage, [job.candidate, job.baseline])
             except KernelFault as e:
                 result.status, result.message = "runtime_error", f"while timing: {e}"
         stage("done")
