@@ -120,9 +120,8 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
         llm_model = llm_model or config.get("llm_model")
         llm_base_url = llm_base_url or config.get("llm_base_url")
         budget = budget if budget is not None else int(run["budget"] or config.get("budget") or 200)
-    _require_gpu()
     prop = make_proposer(proposer, llm_model, llm_base_url, llm_timeout)
-    from .search.run import PipelineEvaluator
+    _require_gpu()
 
     pipeline = _pipeline(spec, source, kernel, arch, timeout, no_profile, _arch)
     if resume_run is None:
@@ -159,7 +158,7 @@ def _search(store, run_id, pipeline, prop, spec, source, seeds, budget, time_lim
     state = {"root": None, "best": None}
     adapter = PipelineEvaluator(pipeline)
     if resumed:
-        search = resume_search(store, run_id, adapter, prop, config=cfg, task=spec.entry, entry=spec.entry)
+        search = resume_search(store, run_id, adapter, prop, config=cfg, task=spec.summary(), entry=spec.entry)
         if store.nodes(run_id, "running"):
             raise UserError(f"run {run_id} is being searched by another live optiml process; wait for it or stop it.")
         done = search.evaluations
@@ -168,7 +167,7 @@ def _search(store, run_id, pipeline, prop, spec, source, seeds, budget, time_lim
         state.update(root=root_ms, best=min(ok) if ok else None)
     else:
         search = MCTS(source, adapter, prop, seed_sources=seeds, config=cfg,
-                      observer=StoreObserver(store, run_id, adapter), task=spec.entry, entry=spec.entry)
+                      observer=StoreObserver(store, run_id, adapter), task=spec.summary(), entry=spec.entry)
         done = 0
     todo = max(0, budget - done) + (0 if resumed else 1)
     with click.progressbar(length=todo, label="optimizing", show_pos=True, file=sys.stderr) as bar:

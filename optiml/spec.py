@@ -116,6 +116,26 @@ class TaskSpec:
         atol, rtol = _dt.DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
         return Tolerance(atol, rtol)
 
+    def summary(self) -> str:
+        """The task in a few lines, for a proposer: arguments, sizes, launch, tolerance, reference."""
+        def fmt_sizes(d):
+            return ", ".join(f"{k}={v}" for k, v in d.items())
+        lines = [f"kernel {self.entry}: arguments in order:"]
+        for a in self.args:
+            shape = f" shape [{', '.join(map(str, a.shape))}]" if a.shape else ""
+            value = f" = {a.value}" if a.role == "scalar" and a.value is not None else ""
+            lines.append(f"  {a.name}: {a.dtype} {a.role}{shape}{value}")
+        lines.append(f"timed at {fmt_sizes(self.timing_sizes)}; verified also at "
+                     + "; ".join(fmt_sizes(v) for v in self.verify_sizes) + " (odd sizes: partial blocks must be handled)")
+        L = self.launch
+        lines.append(f"default launch: grid [{', '.join(map(str, L.grid))}], block [{', '.join(map(str, L.block))}], "
+                     f"shared_mem {L.shared_mem} (expressions over the sizes and the kernel's #define/constexpr constants)")
+        tols = {a.dtype: self.tolerance(a.dtype) for a in self.args if a.role in ("output", "inout")}
+        lines.append("tolerance: " + ", ".join(f"{d} atol {t.atol:g} rtol {t.rtol:g}" for d, t in tols.items()))
+        lines.append("reference: " + ("the original kernel's outputs" if self.reference.kind == "seed"
+                                       else "a Python reference implementation"))
+        return "\n".join(lines)
+
     @property
     def all_size_sets(self) -> list[dict[str, int]]:
         return [self.timing_sizes, *self.verify_sizes]

@@ -39,8 +39,8 @@ class Proposal:
     proposer: str = "rules"
     error: str | None = None     # an edit that could not be applied: stored as edit_failed
     exchange: dict | None = None  # the proposer call behind it (LLM: model, prompt, raw answer,
-                                  # tokens_in, tokens_out, latency_s, error); proposals from one
-                                  # call share one dict, stored once in the proposals table
+                                  # parsed_edits, tokens_in, tokens_out, latency_s, error), stored
+                                  # once in the proposals table even when proposals share it
 
 
 class Proposer(Protocol):

@@ -58,7 +58,7 @@ class StoreObserver:
             x = exchange
             self._exchanges[key] = self.store.record_proposal(
                 self.run_id, node_id=parent_id, proposer=proposer, model=x.get("model"), prompt=x.get("prompt"),
-                raw_answer=x.get("raw_answer"), tokens_in=x.get("tokens_in"), tokens_out=x.get("tokens_out"),
+                raw_answer=x.get("raw_answer"), parsed_edits=x.get("parsed_edits"), tokens_in=x.get("tokens_in"), tokens_out=x.get("tokens_out"),
                 latency_s=x.get("latency_s"), error=x.get("error"), kind="exchange")
         return self._exchanges[key]
 

@@ -171,13 +171,26 @@ def format_node(store: TraceStore, node_id: int) -> str:
             out += ["--- build log", e["build_log"].rstrip("\n")]
         if e["raw_ncu_csv"]:
             out.append(f"raw ncu csv: {len(e['raw_ncu_csv'].splitlines())} lines (in the database)")
-    for p in store.proposals(node_id=node_id):
-        out += ["", f"--- proposal {p['id']} from {p['proposer'] or '-'} / {p['model'] or '-'}:"
+    behind = [p for p in store.proposals(run_id=n.run_id) if p["id"] == n.proposal_id]
+    for p in behind:
+        out += ["", f"--- the proposer call behind it: proposal {p['id']} from {p['proposer'] or '-'} / {p['model'] or '-'}:"
+                f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
+        if p["raw_answer"]:
+            out.append(p["raw_answer"].rstrip("\n"))
+    made = [p for p in store.proposals(node_id=node_id) if p.get("kind") != "attempt"]
+    failed = [p for p in store.proposals(node_id=node_id) if p.get("kind") == "attempt"]
+    for p in made:
+        out += ["", f"--- proposal {p['id']} made from this node by {p['proposer'] or '-'} / {p['model'] or '-'}:"
                 f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
         if p["error"]:
             out.append(f"error: {p['error']}")
         if p["raw_answer"]:
             out.append(p["raw_answer"].rstrip("\n"))
+    if failed:
+        out += ["", "--- tried from this node without a new candidate:"]
+        for p in failed:
+            rec = p["parsed_edits"] or {}
+            out.append(f"  {rec.get('edit') or '-'}: {rec.get('status') or '-'}: {p['error'] or ''}")
     return "\n".join(out) + "\n"
 
 
