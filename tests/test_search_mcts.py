@@ -142,6 +142,9 @@ class _Trace:
     def on_node_added(self, node):
         pass
 
+    def on_node_started(self, node):
+        pass
+
     def on_node_evaluated(self, node):
         root = self.m_ref[0].root if self.m_ref else node
         self.rows.append((root.visits, len(root.children)))

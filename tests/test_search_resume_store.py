@@ -101,6 +101,9 @@ def test_sigkill_mid_search_then_resume_completes_without_evaluating_twice(tmp_p
     with TraceStore(path) as store:
         done = {n.id: store.source(n.source_hash) for n in store.nodes(1) if n.status in ("done", "failed")}
         assert 15 <= len(done) <= 19
+        running = store.nodes(1, "running")      # killed inside an evaluation: that node says so
+        pid = store.db.execute("SELECT worker_pid FROM nodes WHERE id = ?", (running[0].id,)).fetchone()[0]
+        assert len(running) == 1 and pid == child.pid
         ev = ReplayEvaluator()
         resumed = resume_search(store, 1, ev, ScriptedProposer(), config=SearchConfig(budget=40, seed=2))
         resumed.run()

@@ -185,6 +185,8 @@ class MCTS:
             n = n.parent
 
     def _evaluate(self, node: Node) -> None:
+        if self.observer is not None:
+            self.observer.on_node_started(node)
         ev = dict(self.evaluator.evaluate(node.source, node.flags) or {})
         node.status = str(ev.get("status") or "harness_error")
         node.result = ev

@@ -70,9 +70,11 @@ class StoreObserver:
                                   prior=node.prior, call=node.call, proposal_id=pid)
         self.ids[node.id] = nid
 
+    def on_node_started(self, node: Node) -> None:
+        self.store.mark_running(self.ids[node.id])
+
     def on_node_evaluated(self, node: Node) -> None:
         nid = self.ids[node.id]
-        self.store.mark_running(nid)
         ev = getattr(self.evaluator, "last", None)
         r = node.result
         evaluation = {

@@ -139,6 +139,9 @@ class Observer(Protocol):
     def on_node_added(self, node: Node) -> None:
         """A new node, status pending, before its evaluation starts."""
 
+    def on_node_started(self, node: Node) -> None:
+        """The node's evaluation is about to start (a store marks it running)."""
+
     def on_node_evaluated(self, node: Node) -> None:
         """The node's status, result and reward are final."""
 
@@ -156,6 +159,9 @@ class RecordingObserver:
     def on_node_added(self, node: Node) -> None:
         self._index[node.id] = len(self._rows)
         self._rows.append(node.record())
+
+    def on_node_started(self, node: Node) -> None:
+        pass
 
     def on_node_evaluated(self, node: Node) -> None:
         self._rows[self._index[node.id]] = node.record()
