@@ -6,6 +6,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from optiml.cli import main
+from optiml.traces.store import TraceStore
 from tests.conftest import DATA
 
 
@@ -33,3 +34,25 @@ def test_runs_and_export_of_the_recording(tmp_path):
     assert r.exit_code == 0, r.output
     df = pd.read_csv(out)
     assert len(df) == 13 and "smem_ld_bank_conflicts" in " ".join(df.columns)
+
+
+def test_recorded_h100_run_killed_and_resumed_rebuilds_its_tree(tmp_path):
+    """tests/data/traces/h100_tiled_killed_resumed.db: `optiml optimize` on the conflicting tile on
+    an H100, budget 30, killed with SIGKILL after 140 s and completed with `--resume 1`."""
+    from optiml.search import MCTS, SearchConfig
+    from optiml.edits.rules import RulesProposer
+
+    dst = tmp_path / "r.db"
+    shutil.copy(DATA / "traces" / "h100_tiled_killed_resumed.db", dst)
+    with TraceStore(dst) as store:
+        recs = store.search_records(1)
+        assert sum(r["id"] is not None for r in recs) == 31 and all(r["status"] == "ok" for r in recs if r["id"])
+
+        class MustNotEvaluate:                     # a fake: the stored tree needs no evaluation
+            def evaluate(self, source, flags):
+                raise AssertionError("a stored candidate was evaluated again")
+
+        m = MCTS.from_records(recs, MustNotEvaluate(), RulesProposer(), config=SearchConfig(budget=30))
+        assert m.evaluations == 30 and m.run() is not None          # budget already spent: nothing to do
+        assert m.best().path() == ("pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]",)
+        assert store.run(1)["result"]["speedup"] > 3

@@ -137,8 +137,9 @@ def format_path(store: TraceStore, run_id: int) -> str:
     lines.append("")
     final = run.get("result") or {}
     if final.get("status") == "ok" and final.get("speedup"):
-        lines.append(f"final: {final['speedup']:.2f}x ({final['seed_ms']:.4g} ms → {final['best_ms']:.4g} ms), the best "
-                     f"verified again on fresh inputs and timed interleaved with the seed in one process")
+        edits = "; ".join(final.get("best_edits") or []) or "the seed itself"
+        lines.append(f"final: {final['speedup']:.2f}x ({final['seed_ms']:.4g} ms → {final['best_ms']:.4g} ms) for "
+                     f"[{edits}], verified again on fresh inputs and timed interleaved with the seed in one process")
     elif final:
         lines.append(f"final re-timing failed: {final.get('status')}: {final.get('message')}")
     lines.append(format_counts(store.status_counts(run_id)))
