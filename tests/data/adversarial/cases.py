@@ -1,0 +1,107 @@
+"""The adversarial cases: kernels that try to fool or break the evaluation pipeline, each with
+the status the pipeline must give it. One table for tests/test_adversarial_cpu.py,
+tests/gpu/test_gpu_adversarial.py and bench/adversarial.py.
+
+Importable as ``tests.data.adversarial.cases`` from the repository root (pytest puts it on
+sys.path; the bench script inserts it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE.parent / "kernels"
+GOOD = KERNELS / "vadd_ok.cu"          # evaluated after every bad case: the search must go on
+
+
+@dataclass(frozen=True)
+class AdversarialCase:
+    name: str
+    kernel: Path
+    expected: str                      # the pipeline status (optiml.pipeline.STATUSES)
+    gpu: bool                          # needs a GPU to reach its verdict
+    what: str
+    check: str | None = None           # for wrong_output: the failed check (verify.compare.CHECK_ORDER)
+    build_timeout_s: float = 120.0
+    harness_timeout_s: float = 120.0
+    time_it: bool = False
+    known_gap: str | None = None       # why the pipeline does not give the expected status yet
+    control: bool = False              # a correct kernel: shows that the spec and reference of its
+                                       # bad neighbours are right, so they fail for their flaw alone
+
+
+CASES: tuple[AdversarialCase, ...] = (
+    # ---- kernels of tests/data/kernels (tests/gpu/test_gpu_eval.py checks their details)
+    AdversarialCase("vadd_ok", KERNELS / "vadd_ok.cu", "ok", True, "correct", control=True),
+    AdversarialCase("vadd_compile_error", KERNELS / "vadd_compile_error.cu", "compile_error", False,
+                    "a type error: nvcc rejects it"),
+    AdversarialCase("vadd_hang", KERNELS / "vadd_hang.cu", "timeout", True, "an endless loop on the GPU",
+                    harness_timeout_s=15.0),
+    AdversarialCase("vadd_modifies_input", KERNELS / "vadd_modifies_input.cu", "wrong_output", True,
+                    "right output, overwrites an input", check="input_modified"),
+    AdversarialCase("vadd_nan", KERNELS / "vadd_nan.cu", "wrong_output", True, "a NaN at one index", check="nan"),
+    AdversarialCase("vadd_off_by_one", KERNELS / "vadd_off_by_one.cu", "wrong_output", True,
+                    "misses the last element", check="unwritten"),
+    AdversarialCase("vadd_oob", KERNELS / "vadd_oob.cu", "runtime_error", True, "stores 256 GiB out of bounds"),
+    AdversarialCase("vadd_trap", KERNELS / "vadd_trap.cu", "runtime_error", True, "__trap() in thread 0"),
+    AdversarialCase("vadd_unwritten", KERNELS / "vadd_unwritten.cu", "wrong_output", True,
+                    "writes the even indices only", check="unwritten"),
+    AdversarialCase("vadd_wrong_tail", KERNELS / "vadd_wrong_tail.cu", "wrong_output", True,
+                    "wrong in the last partial block", check="tolerance"),
+    # ---- tests/data/adversarial
+    AdversarialCase("vadd_memorized", HERE / "vadd_memorized.cu", "wrong_output", True,
+                    "right only on one input (memorized for seed 1234)", check="tolerance"),
+    AdversarialCase("vadd_cached", HERE / "vadd_cached.cu", "wrong_output", True,
+                    "replays the first launch's result from a __device__ buffer", check="tolerance"),
+    AdversarialCase("reduce_ok", HERE / "reduce_ok.cu", "ok", True, "correct block reduction", control=True),
+    AdversarialCase("reduce_race", HERE / "reduce_race.cu", "wrong_output", True,
+                    "block reduction without __syncthreads (shared-memory race)"),
+    AdversarialCase("vadd_registers", HERE / "vadd_registers.cu", "launch_error", True,
+                    "207 registers x 1024 threads per block"),
+    AdversarialCase("vadd_smem_huge", HERE / "vadd_smem_huge.cu", "launch_error", True,
+                    "1 MiB of dynamic shared memory per block"),
+    AdversarialCase("template_runaway", HERE / "template_runaway.cu", "build_timeout", False,
+                    "a compile that does not end (template recursion)", build_timeout_s=3.0),
+    AdversarialCase("vadd_printf_flood", HERE / "vadd_printf_flood.cu", "ok", True,
+                    "correct, prints megabytes (the parent keeps a tail)"),
+    AdversarialCase("vadd_fast_after_verify", HERE / "vadd_fast_after_verify.cu", "wrong_output", True,
+                    "correct for its first 16 launches, idle while timed", time_it=True,
+                    known_gap="the outputs of timed launches are never checked: after the 7 verified "
+                              "launches (and a fresh module load for timing) the warm-up spends the honest "
+                              "launches and every timed launch does nothing"),
+)
+
+
+def case(name: str) -> AdversarialCase:
+    return next(c for c in CASES if c.name == name)
+
+
+def load(kernel: Path):
+    """(source, spec) the way the CLI and tests/gpu/test_gpu_eval.py load a kernel."""
+    from optiml.spec import find_spec, load_spec
+
+    source = kernel.read_text()
+    return source, load_spec(find_spec(kernel), kernel, kernel_source=source)
+
+
+def evaluate(kernel: Path, builder, harness, *, time_it: bool = False):
+    """Evaluate a kernel as its own seed through optiml.pipeline.Evaluator (as test_gpu_eval.py's
+    ``evaluate``): the builder and harness are the caller's, so they can be real or fakes."""
+    from optiml.pipeline import Candidate, Evaluator
+
+    source, spec = load(kernel)
+    ev = Evaluator(spec, source, builder, harness, include_dir=kernel.parent, kernel_name=kernel.name)
+    return ev.evaluate(Candidate(source, name=kernel.name), time_it=time_it)
+
+
+def builder_for(c: AdversarialCase, arch: str, cache_dir: Path):
+    from optiml.build import NvccBuilder
+
+    return NvccBuilder(arch, cache_dir=cache_dir, timeout_s=c.build_timeout_s)
+
+
+def harness_for(c: AdversarialCase):
+    from optiml.verify.harness import SubprocessHarness
+
+    return SubprocessHarness(timeout_s=c.harness_timeout_s)
