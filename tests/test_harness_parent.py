@@ -55,3 +55,12 @@ def test_huge_child_output_is_kept_as_a_tail(tmp_path, job):
 def test_real_worker_without_pycuda_reports_it(job):
     result = SubprocessHarness(timeout_s=60).run(job)
     assert result.status == "harness_error" and "pycuda is not installed" in result.message
+
+
+def test_a_child_printing_without_end_is_stopped_at_the_log_limit(tmp_path, job):
+    # like a Python reference printing in a loop: stopped at the limit, long before the timeout
+    py = fake_python(tmp_path, 'echo "reference at sizes {N: 1000}" > "$3/stage.txt"; exec yes "still printing"')
+    result = SubprocessHarness(timeout_s=60, python=py, log_limit=2 << 20).run(job)
+    assert result.status == "runtime_error"
+    assert "printed more than 2 MiB" in result.message and "reference at sizes" in result.message
+    assert result.wall_s < 20 and len(result.log_tail) < 10_000

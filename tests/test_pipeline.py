@@ -61,3 +61,37 @@ def test_broken_seed_is_a_reference_error_for_candidates(tmp_path):
     ev = Evaluator(spec, KERNEL.replace("alpha * x[i]", "alpha * x[i] +"), NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
     r = ev.evaluate(Candidate(KERNEL))
     assert r.status == "reference_error" and "does not build" in r.message
+
+
+class ScriptedFakeHarness:
+    """A fake harness answering from a script of (status, median_ms), on a named H100."""
+
+    def __init__(self, *script):
+        self.script, self.jobs = list(script), []
+
+    def run(self, job):
+        from optiml.verify.harness import TimingResult
+
+        self.jobs.append(job)
+        status, ms = self.script.pop(0)
+        timing = TimingResult(ms, ms, ms, ms, ms, ms, 0.0, 10, 3, 1, True) if ms is not None else None
+        return HarnessResult(status, "" if status == "ok" else "max abs error 3", timing=timing,
+                             device_name="NVIDIA H100 80GB HBM3")
+
+
+def test_a_time_under_the_speed_of_light_is_verified_again_on_new_inputs(tmp_path):
+    # the spec moves 8 * N bytes at N = 1,048,576: 8.4 MB at 3.35 TB/s is at least 2.5 us
+    spec = load(tmp_path)
+    cheat = ScriptedFakeHarness(("ok", 0.0001), ("wrong_output", None))
+    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), cheat)
+    r = ev.evaluate(Candidate(KERNEL))
+    assert len(cheat.jobs) == 2 and cheat.jobs[1].cases != cheat.jobs[0].cases        # new inputs
+    assert r.status == "wrong_output" and "under the speed of light" in r.message
+    assert r.speed_of_light["bound_ms"] > 0.002 and r.speed_of_light["recheck_status"] == "wrong_output"
+    honest = ScriptedFakeHarness(("ok", 0.0001), ("ok", 0.0001))   # passes again: counts, flagged
+    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), honest)
+    r = ev.evaluate(Candidate(KERNEL))
+    assert r.status == "ok" and r.speed_of_light["recheck_status"] == "ok" and len(honest.jobs) == 2
+    slow = ScriptedFakeHarness(("ok", 0.05))                        # above the bound: no second run
+    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), slow)
+    assert ev.evaluate(Candidate(KERNEL)).speed_of_light is None and len(slow.jobs) == 1

@@ -31,6 +31,7 @@ class PipelineEvaluator:
             "diagnosis": list(prof.diagnosis) if prof is not None and prof.ok else [],
             "resources": asdict(ev.resources) if ev.resources else {},
             "stage_s": dict(ev.stage_s),
+            "speed_of_light": ev.speed_of_light,
         }
         if self.on_done:
             self.on_done(ev, result)

@@ -27,6 +27,8 @@ from .compare import CaseCheck, OutputCheck
 
 DEFAULT_TIMEOUT_S = 120.0
 LOG_TAIL = 8_000
+LOG_LIMIT = 64 << 20        # a child printing more than this is stopped (its log is on disk)
+POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,10 @@ class Harness(Protocol):
 class SubprocessHarness:
     """Runs each job in a fresh child process with a wall-clock timeout."""
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None, env: dict | None = None):
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None, env: dict | None = None,
+                 log_limit: int = LOG_LIMIT):
         self.timeout_s = timeout_s
+        self.log_limit = log_limit
         self.python = python or sys.executable
         self.env = env
 
@@ -141,17 +145,29 @@ class SubprocessHarness:
                 proc = subprocess.Popen([self.python, "-m", "optiml.verify.worker", str(d)],
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=env, start_new_session=True)
-                timed_out = False
-                try:
-                    proc.wait(timeout=self.timeout_s)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    _kill_group(proc)
+                timed_out, flooded = False, False
+                deadline = time.monotonic() + self.timeout_s
+                while True:
+                    try:
+                        proc.wait(timeout=min(POLL_S, max(deadline - time.monotonic(), 0.001)))
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                    elif _size(log_path) > self.log_limit:
+                        flooded = True
+                    if timed_out or flooded:
+                        _kill_group(proc)
+                        break
             wall = time.perf_counter() - t0
             stage = _read(d / "stage.txt").strip()
             tail = _tail(log_path)
             result_file = d / "result.json"
-            if result_file.is_file() and not timed_out:
+            if flooded:
+                result = HarnessResult("runtime_error", f"the GPU child printed more than {self.log_limit >> 20} MiB"
+                                       f"{' during ' + stage if stage else ''} and was stopped")
+            elif result_file.is_file() and not timed_out:
                 try:
                     result = HarnessResult.from_dict(json.loads(result_file.read_text()))
                 except (ValueError, TypeError, KeyError) as e:
@@ -180,6 +196,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         logger.warning("GPU child {} did not exit after SIGKILL", proc.pid)
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _read(p: Path) -> str:

@@ -167,25 +167,44 @@ def _python_outputs(fn, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]
     return out
 
 
+def _reference_fn(gpu: Gpu, job: HarnessJob):
+    """The seed reference kernel, or the user's Python reference function."""
+    if job.reference is not None:
+        return gpu.load(job.reference, job.spec)[1]
+    return _python_reference(job.spec)
+
+
+def _reference_outputs(gpu: Gpu, job: HarnessJob, ref, size_index: int, data: CaseData) -> dict[str, np.ndarray]:
+    if job.reference is not None:
+        return _run_once(gpu, ref, job.reference.launches[size_index], job.spec, data)
+    return _python_outputs(ref, job.spec, data)
+
+
+def _check_case(spec: TaskSpec, size_index: int, sizes: dict, seed: int, data: CaseData,
+                out: dict[str, np.ndarray], ref_out: dict[str, np.ndarray]):
+    checks = []
+    for a in spec.args:
+        if a.role in ("output", "inout"):
+            tol = spec.tolerance(a.dtype)
+            checks.append(check_output(a.name, out[a.name], ref_out[a.name], a.dtype, tol.atol, tol.rtol,
+                                       poisonable=a.role == "output"))
+    # the host arrays are never written (launches upload copies), so they are the "before"
+    modified = [a.name for a in spec.args if a.role == "input" and not np.array_equal(
+        data.arrays[a.name].view(np.uint8), out[a.name].view(np.uint8))]
+    return summarize(size_index, sizes, seed, checks, modified)
+
+
 def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult) -> bool:
     spec = job.spec
     sizes_all = spec.all_size_sets
     _, cand = gpu.load(job.candidate, spec)
-    if job.reference is not None:
-        _, ref_fn = gpu.load(job.reference, spec)
-        py_ref = None
-    else:
-        ref_fn = None
-        py_ref = _python_reference(spec)
+    ref = _reference_fn(gpu, job)
     for case in job.cases:
         sizes = sizes_all[case.size_index]
         data = make_case(spec, sizes, case.seed, job.candidate.constants)
         stage(f"reference at sizes {sizes} (seed {case.seed})")
         try:
-            if ref_fn is not None:
-                ref_out = _run_once(gpu, ref_fn, job.reference.launches[case.size_index], spec, data)
-            else:
-                ref_out = _python_outputs(py_ref, spec, data)
+            ref_out = _reference_outputs(gpu, job, ref, case.size_index, data)
         except KernelFault as e:
             result.status, result.message = "reference_error", f"the reference kernel failed at sizes {sizes}: {e}"
             return False
@@ -201,16 +220,7 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult) -> bo
             result.status = "launch_error" if launch_problem else "runtime_error"
             result.message = f"at sizes {sizes}: {msg}"
             return False
-        checks = []
-        for a in spec.args:
-            if a.role in ("output", "inout"):
-                tol = spec.tolerance(a.dtype)
-                checks.append(check_output(a.name, out[a.name], ref_out[a.name], a.dtype, tol.atol, tol.rtol,
-                                           poisonable=a.role == "output"))
-        # the host arrays are never written (launches upload copies), so they are the "before"
-        modified = [a.name for a in spec.args if a.role == "input" and not np.array_equal(
-            data.arrays[a.name].view(np.uint8), out[a.name].view(np.uint8))]
-        check = summarize(case.size_index, sizes, case.seed, checks, modified)
+        check = _check_case(spec, case.size_index, sizes, case.seed, data, out, ref_out)
         result.checks.append(check)
         if not check.passed:
             result.status, result.message = "wrong_output", check.message
@@ -219,13 +229,20 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult) -> bo
 
 
 def time_kernel(gpu: Gpu, job: HarnessJob, stage: Stage) -> TimingResult:
-    return time_kernels(gpu, job, stage, [job.candidate])[0]
+    return time_kernels(gpu, job, stage, [job.candidate])[0][0]
 
 
-def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelBinary]) -> list[TimingResult]:
+def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
+                 binaries: list[KernelBinary]) -> tuple[list[TimingResult], tuple[CaseData, dict]]:
     """Time one kernel, or several interleaved (round r launches each once, the order rotating
     every round) on the same input sets, so that clocks, temperature and neighbours affect
-    them alike: that is how a final speedup is measured."""
+    them alike: that is how a final speedup is measured.
+
+    Outputs are poisoned again before every launch (outside the timed region), and the first
+    kernel's outputs on input set 0 after timing are returned with that set's data: alone, they
+    are what its last timed launch on that set wrote; interleaved, what one more launch after
+    timing writes. The caller checks them against the reference, so a kernel that is right
+    while verified and idle while timed (it counts its launches) does not pass."""
     spec, drv = job.spec, gpu.drv
     tcfg = spec.timing
     sizes = spec.timing_sizes
@@ -239,7 +256,7 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
     stage(f"timing: preparing {n_sets} input set(s) at sizes {sizes}")
     sets = [DeviceCase(gpu, spec, first)] + [
         DeviceCase(gpu, spec, make_case(spec, sizes, base_seed + i, job.candidate.constants)) for i in range(1, n_sets)]
-    inout = [a.name for a in spec.args if a.role == "inout"]
+    inout = [a.name for a in spec.args if a.role in ("inout", "output")]   # outputs: back to the poison
     pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.data.arrays[n].nbytes) for n in inout} for s in sets]
     args = [s.args() for s in sets]
     flush = None
@@ -278,9 +295,9 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
                 k = (r + j) % len(kernels)
                 fn, launch = kernels[k]
                 s_ev, e_ev = events[k][r]
-                if flush is not None:
-                    drv.memset_d32_async(flush, (r * len(kernels) + j) & 0xFFFF, flush_words, gpu.stream)
                 reset(i)
+                if flush is not None:        # after the reset: the timed launch starts with a cold L2
+                    drv.memset_d32_async(flush, (r * len(kernels) + j) & 0xFFFF, flush_words, gpu.stream)
                 s_ev.record(gpu.stream)
                 _launch(gpu, fn, launch, args[i])
                 e_ev.record(gpu.stream)
@@ -288,6 +305,11 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
                 gpu.stream.synchronize()          # keep the rounds from piling up on the queue
         gpu.stream.synchronize()
         samples = [[e.time_since(s) for s, e in evs] for evs in events]
+        if len(kernels) > 1:                  # set 0 holds whichever kernel ran last: once more
+            reset(0)
+            _launch(gpu, kernels[0][0], kernels[0][1], args[0])
+            gpu.stream.synchronize()
+        after = (sets[0].data, sets[0].download())
     except drv.Error as e:
         raise KernelFault(str(e)) from None
     finally:
@@ -296,7 +318,7 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
                 s.free()
             except drv.Error:
                 pass
-    return [timing_stats(sm, warm, n_sets, flush is not None) for sm in samples]
+    return [timing_stats(sm, warm, n_sets, flush is not None) for sm in samples], after
 
 
 def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage) -> None:
@@ -365,10 +387,11 @@ def main(jobdir: str) -> int:
             return _write(d, result)
         if ok and job.time_it:
             try:
-                if job.baseline is None:
-                    result.timing = time_kernel(gpu, job, stage)
-                else:
-                    result.timing, result.baseline_timing = time_kernels(gpu, job, stage, [job.candidate, job.baseline])
+                binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
+                timings, after = time_kernels(gpu, job, stage, binaries)
+                result.timing = timings[0]
+                result.baseline_timing = timings[1] if len(timings) > 1 else None
+                _check_after_timing(gpu, job, stage, result, *after)
             except KernelFault as e:
                 result.status, result.message = "runtime_error", f"while timing: {e}"
         stage("done")
@@ -376,6 +399,25 @@ def main(jobdir: str) -> int:
     finally:
         if gpu is not None:
             gpu.close()
+
+
+def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult,
+                        data: CaseData, out: dict[str, np.ndarray]) -> None:
+    """The timed launches must be right too: compare what the candidate wrote on input set 0
+    while timed with the reference on that set."""
+    spec = job.spec
+    stage(f"checking the timed launches at sizes {spec.timing_sizes}")
+    try:
+        ref_out = _reference_outputs(gpu, job, _reference_fn(gpu, job), 0, data)
+    except Exception as e:      # the reference passed on these sizes during verification
+        result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
+        return
+    seed = (job.cases[0].seed if job.cases else 0) + 7919     # the seed of timing input set 0
+    check = _check_case(spec, 0, spec.timing_sizes, seed, data, out, ref_out)
+    result.checks.append(check)
+    if not check.passed:
+        result.status = "wrong_output"
+        result.message = f"the outputs of the timed launches are wrong (verified launches were right): {check.message}"
 
 
 def _write(d: Path, result: HarnessResult) -> int:

@@ -38,7 +38,7 @@ def test_every_example_verifies_and_is_timed(builder, kernel):
     assert ev.status == "ok", ev.message
     hr = ev.harness
     spec = load_spec(find_spec(kernel), kernel)
-    assert len(hr.checks) == len(spec.verify_sizes) * spec.verify.trials + 1
+    assert len(hr.checks) == len(spec.verify_sizes) * spec.verify.trials + 2   # + timing size + the timed launches
     assert all(c.passed for c in hr.checks)
     assert len({c.seed for c in hr.checks}) == len(hr.checks)      # fresh inputs for every case
     assert hr.timing.median_ms > 0 and hr.timing.reps >= 10 and hr.timing.flushed_l2

@@ -3,8 +3,8 @@
 // all, so its outputs keep whatever they held. The worker verifies 7 cases (2 sizes x 3 trials
 // + the timing size) in one module, then loads the module again for timing, whose warm-up
 // spends the next HONEST launches; every timed launch is then the idle one. It must be rejected
-// (wrong_output); today nothing checks the outputs of timed launches, so it verifies and reports
-// the idle kernel's time: a known gap (cases.py marks it).
+// (wrong_output): the worker poisons the outputs before every timed launch and checks what the
+// timed launches wrote against the reference.
 #define BLOCK 256
 #define HONEST 16
 
