@@ -118,3 +118,12 @@ def test_optimize_errors_are_one_sentence(tmp_path, monkeypatch):
     assert r.exit_code != 0 and "no GPU was found" in r.output, r.output
     for out in (r.output,):
         assert "Traceback" not in out
+
+
+def test_optimize_into_an_unwritable_or_foreign_database_says_so(tmp_path):
+    kernel = EXAMPLES / "sgemm_naive" / "sgemm_naive.cu"
+    r = run("optimize", kernel, "--db", tmp_path / "no-such-dir" / "t.db")
+    assert r.exit_code == 1 and "cannot write the trace database" in r.output and "Traceback" not in r.output
+    (tmp_path / "junk.db").write_text("not sqlite " * 100)
+    r = run("optimize", kernel, "--db", tmp_path / "junk.db")
+    assert r.exit_code == 1 and "not an optiml trace database" in r.output
