@@ -53,6 +53,22 @@ def get(name: str) -> DType:
     return DTYPES[name]
 
 
+# The largest finite bfloat16: 0x7F7F (numpy has no bfloat16 to ask).
+BF16_MAX = 3.3895313892515355e38
+
+
+def value_range(name: str) -> tuple[int | float, int | float]:
+    """The smallest and largest value an element of ``name`` holds (floats: the finite range)."""
+    d = DTYPES[name]
+    if d.kind == "bool":
+        return 0, 1
+    if d.kind == "int":
+        info = np.iinfo(d.storage)
+        return int(info.min), int(info.max)
+    hi = BF16_MAX if name == "bfloat16" else float(np.finfo(d.storage).max)
+    return -hi, hi
+
+
 def float32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     """Round float32 values to bfloat16 (nearest even) and return the uint16 bit patterns."""
     f = np.ascontiguousarray(x, dtype=np.float32)

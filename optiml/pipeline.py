@@ -87,6 +87,9 @@ class Evaluator:
         return tuple(self.spec.nvcc_flags) + tuple(candidate.flags)
 
     def _launches(self, info: SourceInfo) -> tuple[Launch, ...]:
+        from .spec import check_expressions
+
+        check_expressions(self.spec, dict(info.constants))   # shapes and scalars with this candidate's constants
         launches = tuple(self.spec.resolve_launch(s, info) for s in self.spec.all_size_sets)
         for launch, sizes in zip(launches, self.spec.all_size_sets):
             threads = math.prod(launch.block)

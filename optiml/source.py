@@ -203,9 +203,10 @@ def _launch_comment(text: str) -> LaunchOverride | None:
         table = body[len(LAUNCH_TAG):].strip()
         try:
             data = tomllib.loads("launch = " + table)["launch"]
-        except tomllib.TOMLDecodeError as e:
+        except (tomllib.TOMLDecodeError, RecursionError, ValueError) as e:
+            why = e if isinstance(e, tomllib.TOMLDecodeError) else "nested too deeply or a number too long"
             raise SpecError(
-                f"line {i}: cannot read the '// {LAUNCH_TAG}' comment ({e}); write it as "
+                f"line {i}: cannot read the '// {LAUNCH_TAG}' comment ({why}); write it as "
                 f"// {LAUNCH_TAG} {{grid = [\"cdiv(N, 16)\", \"cdiv(M, 16)\"], block = [16, 16], shared_mem = 0}}"
             ) from None
         if not isinstance(data, dict):

@@ -16,10 +16,27 @@ from typing import Any, Mapping
 from . import dtypes as _dt
 from . import expr as _expr
 from .errors import ExprError, SpecError
+from .expr import show
 from .source import SourceInfo, dtype_of_c_type, parse_source
 
 ROLES = ("input", "output", "inout", "scalar")
 DISTS = ("normal", "uniform", "integers", "constant")
+
+MAX_SIZE = 2**63 - 1                    # a named size (an int64)
+MAX_ARRAY_BYTES = 2**40                 # one array at the sizes the spec declares (1 TiB)
+MAX_GRID = (2**31 - 1, 65535, 65535)    # CUDA's limits on gridDim x, y, z
+MAX_BLOCK = (1024, 1024, 64)            # and on blockDim x, y, z (the product is checked by the pipeline)
+MAX_SHARED_MEM = 2**32 - 1              # cuLaunchKernel's sharedMemBytes is an unsigned int
+MIN_TRIALS = 2                          # see the message in parse_spec
+
+
+def _name(key: str) -> str:
+    """A name from the spec as it can appear in a one-line message: quoted if it has odd characters."""
+    return key if isinstance(key, str) and key.isprintable() and len(key) <= 60 else show(key)
+
+
+def _fmt(x) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -146,18 +163,25 @@ class TaskSpec:
 
     def shape(self, arg: ArgSpec, sizes: Mapping[str, int], constants: Mapping = {}) -> tuple[int, ...]:
         env = self.env(sizes, constants)
-        return tuple(_expr.evaluate_int(e, env, where=f"{self.path}: args.{arg.name}.shape[{i}]")
+        return tuple(_expr.evaluate_int(e, env, where=f"{self.path}: args.{_name(arg.name)}.shape[{i}]")
                      for i, e in enumerate(arg.shape))
 
     def scalar_value(self, arg: ArgSpec, sizes: Mapping[str, int], constants: Mapping = {}):
-        v = _expr.evaluate(arg.value, self.env(sizes, constants), where=f"{self.path}: args.{arg.name}.value")
-        return float(v) if _dt.get(arg.dtype).kind == "float" else int(v)
+        """The scalar's value at ``sizes``: finite and within its dtype's range, else a SpecError."""
+        where = f"{self.path}: args.{_name(arg.name)}.value"
+        v = _expr.evaluate(arg.value, self.env(sizes, constants), where=where)
+        kind = _dt.get(arg.dtype).kind
+        lo, hi = _dt.value_range(arg.dtype)
+        if kind != "bool" and not lo <= v <= hi:
+            at = f" = {show(arg.value)} is {show(v)} at sizes {dict(sizes)}" if isinstance(arg.value, str) else f" is {show(v)}"
+            raise SpecError(f"{where}{at}, outside the range of {arg.dtype} ({_fmt(lo)} to {_fmt(hi)}).")
+        return float(v) if kind == "float" else int(v)      # finite and at most 2**126: both convert
 
     def count(self, which: str, sizes: Mapping[str, int], constants: Mapping = {}) -> float | None:
         e = self.flops if which == "flops" else self.bytes
         if e is None:
             return None
-        return float(_expr.evaluate(e, self.env(sizes, constants), where=f"{self.path}: counts.{which}"))
+        return float(_expr.evaluate(e, self.env(sizes, constants), where=f"{self.path}: counts.{which}"))   # at most 2**126
 
     def resolve_launch(self, sizes: Mapping[str, int], source: SourceInfo | None = None) -> Launch:
         """Launch geometry for ``sizes`` using the candidate source's constants and its
@@ -176,20 +200,25 @@ class TaskSpec:
                 smem = o.shared_mem
             origin = f"kernel source line {o.line} (// optiml:launch)"
 
-        def dims(values, what):
+        def dims(values, what, limits):
             if not 1 <= len(values) <= 3:
                 raise SpecError(f"{origin}.{what}: give 1 to 3 dimensions, not {len(values)}.")
             out = [_expr.evaluate_int(v, env, where=f"{origin}.{what}[{i}]") for i, v in enumerate(values)]
             for i, v in enumerate(out):
                 if v <= 0:
-                    raise SpecError(f"{origin}.{what}[{i}] = {values[i]!r} evaluates to {v} at sizes {dict(sizes)}; it must be positive.")
+                    raise SpecError(f"{origin}.{what}[{i}] = {show(values[i])} evaluates to {v} at sizes {dict(sizes)}; it must be positive.")
+                if v > limits[i]:
+                    raise SpecError(f"{origin}.{what}[{i}] = {show(values[i])} evaluates to {v} at sizes {dict(sizes)}; "
+                                    f"CUDA allows at most {limits[i]} in {what} dimension {'xyz'[i]}.")
             return tuple(out + [1] * (3 - len(out)))
 
-        g = dims(grid, "grid")
-        b = dims(block, "block")
+        g = dims(grid, "grid", MAX_GRID)
+        b = dims(block, "block", MAX_BLOCK)
         s = _expr.evaluate_int(smem, env, where=f"{origin}.shared_mem")
         if s < 0:
             raise SpecError(f"{origin}.shared_mem evaluates to {s}; it must be zero or positive.")
+        if s > MAX_SHARED_MEM:
+            raise SpecError(f"{origin}.shared_mem evaluates to {s} at sizes {dict(sizes)}; a launch takes at most {MAX_SHARED_MEM} bytes.")
         return Launch(g, b, s)
 
 
@@ -226,7 +255,7 @@ class _Reader:
         unknown = sorted(set(self.data) - allowed)
         if unknown:
             what = self.prefix.rstrip(".") or "the top level"
-            raise SpecError(f"{self.fname}: unknown key {unknown[0]!r} in {what} (allowed: {', '.join(sorted(allowed))}).")
+            raise SpecError(f"{self.fname}: unknown key {show(unknown[0])} in {what} (allowed: {', '.join(sorted(allowed))}).")
 
     def get(self, key, types, default=..., what="") -> Any:
         if key not in self.data:
@@ -237,12 +266,21 @@ class _Reader:
         if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
             raise self.err(key, f"must be {_type_names(types)}, not a boolean.")
         if not isinstance(v, types):
-            raise self.err(key, f"must be {_type_names(types)}, not {type(v).__name__} ({v!r}).")
+            raise self.err(key, f"must be {_type_names(types)}, not {type(v).__name__} ({show(v)}).")
         return v
 
     def table(self, key, required: bool = False) -> "_Reader":
         v = self.get(key, dict, default=... if required else {})
         return _Reader(self.fname, v, f"{self.prefix}{key}.")
+
+    def number(self, key, default=...) -> int | float:
+        """An integer or a finite float (not NaN or infinity), as written."""
+        v = self.get(key, (int, float), default=default)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise self.err(key, f"must be a finite number, not {v}.")
+        if isinstance(v, int) and abs(v) > 2**1000:
+            raise self.err(key, f"is too large ({show(v)}).")
+        return v
 
 
 def _type_names(types) -> str:
@@ -255,19 +293,31 @@ def load_spec(spec_path: Path, kernel_path: Path | None = None, kernel_source: s
     """Read and validate a spec. With the kernel's source, also check it against the kernel."""
     spec_path = Path(spec_path)
     try:
-        data = tomllib.loads(spec_path.read_text())
+        text = spec_path.read_text()
     except FileNotFoundError:
         raise SpecError(f"{spec_path}: spec file not found.") from None
     except UnicodeDecodeError:
         raise SpecError(f"{spec_path}: not a text file.") from None
+    except (OSError, ValueError) as e:      # a directory, no permission, a NUL in the path
+        raise SpecError(f"{spec_path}: cannot read the spec ({getattr(e, 'strerror', None) or e}).") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{spec_path}: not valid TOML ({e}).") from None
+        raise SpecError(f"{spec_path}: not valid TOML ({' '.join(str(e).split())}).") from None
+    except (RecursionError, MemoryError):
+        raise SpecError(f"{spec_path}: cannot read the spec (arrays or tables nested too deeply).") from None
+    except (ValueError, OverflowError):     # tomllib lets Python's own through: an integer of over 4300 digits
+        raise SpecError(f"{spec_path}: cannot read the spec (a number in it is too long).") from None
     spec = parse_spec(data, spec_path)
     if kernel_source is None and kernel_path is not None:
         try:
             kernel_source = Path(kernel_path).read_text()
         except FileNotFoundError:
             raise SpecError(f"{kernel_path}: kernel file not found.") from None
+        except UnicodeDecodeError:
+            raise SpecError(f"{kernel_path}: not a text file.") from None
+        except (OSError, ValueError) as e:
+            raise SpecError(f"{kernel_path}: cannot read the kernel ({getattr(e, 'strerror', None) or e}).") from None
     if kernel_source is not None:
         check_against_source(spec, parse_source(kernel_source), kernel_path or "kernel")
     return spec
@@ -302,7 +352,7 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     names = [a.name for a in args]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
-        raise SpecError(f"{spec_path}: args: the name {dup!r} is used twice.")
+        raise SpecError(f"{spec_path}: args: the name {show(dup)} is used twice.")
     if not any(a.role in ("output", "inout") for a in args):
         raise SpecError(f"{spec_path}: args: no argument has role 'output' or 'inout', so there is nothing to verify.")
 
@@ -317,15 +367,19 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     if "python" in rr.data:
         target = rr.get("python", str)
         if ":" not in target:
-            raise rr.err("python", f"must be 'file.py:function', not {target!r}.")
+            raise rr.err("python", f"must be 'file.py:function', not {show(target)}.")
         file, fn = target.rsplit(":", 1)
-        path = (spec_path.parent / file).resolve()
-        if not path.is_file():
-            raise rr.err("python", f"names {file!r}, which does not exist beside the spec.")
+        try:
+            path = (spec_path.parent / file).resolve()
+            found = path.is_file()
+        except (OSError, ValueError):       # a NUL character, a name too long
+            found = False
+        if not found:
+            raise rr.err("python", f"names {show(file)}, which does not exist beside the spec.")
         reference = Reference("python", path, fn)
     kind = rr.get("kind", str, default=reference.kind)
     if kind not in ("seed", "python"):
-        raise rr.err("kind", f"must be 'seed' or 'python', not {kind!r}.")
+        raise rr.err("kind", f"must be 'seed' or 'python', not {show(kind)}.")
     if kind == "python" and reference.kind != "python":
         raise rr.err("python", "is missing (kind = 'python' needs python = 'file.py:function').")
     if kind == "seed":
@@ -335,13 +389,13 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     tolerances = {}
     for dname, val in tr.data.items():
         if dname not in _dt.DTYPES:
-            raise tr.err(dname, f"is not a known dtype ({', '.join(_dt.DTYPES)}).")
+            raise tr.err(_name(dname), f"is not a known dtype ({', '.join(_dt.DTYPES)}).")
         t = tr.table(dname)
         t.check_keys({"atol", "rtol"})
         default = _dt.DEFAULT_TOLERANCES.get(dname, (0.0, 0.0))
-        atol = float(t.get("atol", (int, float), default=default[0]))
-        rtol = float(t.get("rtol", (int, float), default=default[1]))
-        if atol < 0 or rtol < 0 or not math.isfinite(atol) or not math.isfinite(rtol):
+        atol = float(t.number("atol", default=default[0]))
+        rtol = float(t.number("rtol", default=default[1]))
+        if atol < 0 or rtol < 0:
             raise tr.err(dname, "tolerances must be finite and not negative.")
         tolerances[dname] = Tolerance(atol, rtol)
 
@@ -355,18 +409,25 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     verify = VerifyConfig(trials=vr.get("trials", int, default=3),
                           timing_size=vr.get("timing_size", bool, default=True),
                           seed=vr.get("seed", int, default=None))
-    if not 1 <= verify.trials <= 100:
-        raise vr.err("trials", "must be between 1 and 100.")
+    if verify.trials == 1:
+        raise vr.err("trials", f"must be at least {MIN_TRIALS}: with one set of inputs per verification size, a kernel "
+                               "that caches its output per size (not per input) passes verification, since only a "
+                               "second set of inputs at the same size shows the stale output.")
+    if not MIN_TRIALS <= verify.trials <= 100:
+        raise vr.err("trials", f"must be between {MIN_TRIALS} and 100, not {show(verify.trials)}.")
 
     tm = r.table("timing")
     tm.check_keys({"warmup_ms", "min_reps", "max_reps", "target_ms", "flush_l2"})
     timing = TimingConfig(
-        warmup_ms=float(tm.get("warmup_ms", (int, float), default=25.0)),
+        warmup_ms=float(tm.number("warmup_ms", default=25.0)),
         min_reps=tm.get("min_reps", int, default=10),
         max_reps=tm.get("max_reps", int, default=300),
-        target_ms=float(tm.get("target_ms", (int, float), default=400.0)),
+        target_ms=float(tm.number("target_ms", default=400.0)),
         flush_l2=tm.get("flush_l2", bool, default=True),
     )
+    for key in ("warmup_ms", "target_ms"):
+        if getattr(timing, key) < 0:
+            raise tm.err(key, "must be zero or positive.")
     if not 1 <= timing.min_reps <= timing.max_reps:
         raise tm.err("min_reps", "must be at least 1 and not above timing.max_reps.")
 
@@ -374,7 +435,10 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
                     verify_sizes=verify_sizes, launch=launch, reference=reference,
                     tolerances=tolerances, nvcc_flags=tuple(flags), flops=flops, bytes=nbytes,
                     verify=verify, timing=timing, raw=data)
-    _check_expressions(spec)
+    try:
+        check_expressions(spec)
+    except ExprError as e:          # the loader raises SpecError alone, as check_against_source does
+        raise SpecError(str(e)) from None
     return spec
 
 
@@ -383,12 +447,15 @@ def _sizes(r: _Reader, key: str, table) -> dict[str, int]:
         raise r.err(key, "must be a non-empty table of named sizes, e.g. {N = 4096}.")
     out = {}
     for name, v in table.items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise r.err(f"{key}.{name}", f"must be a whole number, not {v!r}.")
-        if v <= 0:
-            raise r.err(f"{key}.{name}", f"must be positive, not {v}.")
+        field = f"{key}.{_name(name)}"
         if not name.isidentifier():
-            raise r.err(f"{key}.{name}", "is not a valid size name (letters, digits and _).")
+            raise r.err(field, "is not a valid size name (letters, digits and _).")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise r.err(field, f"must be a whole number, not {show(v)}.")
+        if v <= 0:
+            raise r.err(field, f"must be positive, not {show(v)}.")
+        if v > MAX_SIZE:
+            raise r.err(field, f"must be at most 2**63 - 1, not {show(v)}.")
         out[name] = v
     return out
 
@@ -400,7 +467,7 @@ def _dims(r: _Reader, key: str) -> tuple:
         raise r.err(key, f"needs 1 to 3 dimensions, not {len(v)}.")
     for i, d in enumerate(v):
         if isinstance(d, bool) or not isinstance(d, (int, str)):
-            raise r.err(f"{key}[{i}]", f"must be an integer or an expression string, not {d!r}.")
+            raise r.err(f"{key}[{i}]", f"must be an integer or an expression string, not {show(d)}.")
     return tuple(v)
 
 
@@ -410,13 +477,13 @@ def _arg(fname: str, i: int, data, size_names: set[str]) -> ArgSpec:
     a = _Reader(fname, data, f"args[{i}].")
     a.check_keys({"name", "dtype", "role", "shape", "init", "value"})
     name = a.get("name", str)
-    a.prefix = f"args.{name}."
+    a.prefix = f"args.{_name(name)}."
     dtype = a.get("dtype", str)
     if dtype not in _dt.DTYPES:
-        raise a.err("dtype", f"{dtype!r} is not supported (use one of {', '.join(_dt.DTYPES)}).")
+        raise a.err("dtype", f"{show(dtype)} is not supported (use one of {', '.join(_dt.DTYPES)}).")
     role = a.get("role", str, what=f" ({', '.join(ROLES)})")
     if role not in ROLES:
-        raise a.err("role", f"must be one of {', '.join(ROLES)}, not {role!r}.")
+        raise a.err("role", f"must be one of {', '.join(ROLES)}, not {show(role)}.")
     if role == "scalar":
         if "shape" in data or "init" in data:
             raise a.err("shape", "is not allowed on a scalar; give value = <number or expression>.")
@@ -430,7 +497,7 @@ def _arg(fname: str, i: int, data, size_names: set[str]) -> ArgSpec:
         raise a.err("shape", "must have at least one dimension.")
     for j, d in enumerate(shape):
         if isinstance(d, bool) or not isinstance(d, (int, str)):
-            raise a.err(f"shape[{j}]", f"must be an integer or an expression string, not {d!r}.")
+            raise a.err(f"shape[{j}]", f"must be an integer or an expression string, not {show(d)}.")
     init = None
     if role in ("input", "inout"):
         init = _init(a, data.get("init"), dtype)
@@ -455,26 +522,45 @@ def _init(a: _Reader, data, dtype: str) -> Init:
     allowed = {"normal": {"mean", "std"}, "uniform": {"low", "high"}, "integers": {"low", "high"},
                "constant": {"value"}}
     if dist not in allowed:
-        raise ir.err("dist", f"must be one of {', '.join(DISTS)}, not {dist!r}.")
+        raise ir.err("dist", f"must be one of {', '.join(DISTS)}, not {show(dist)}.")
     ir.check_keys(allowed[dist] | {"dist"})
-    num = (int, float)
+    # values are drawn in float32 (float64 for float64 arrays) or int64, then stored as the dtype
+    lo, hi = _dt.value_range(dtype) if kind != "bool" else _dt.value_range("int64")
+    drawn_max = _dt.value_range("float64" if dtype == "float64" else "float32")[1]
+
+    def within(key, v):
+        if not lo <= v <= hi:
+            raise ir.err(key, f"must lie between {_fmt(lo)} and {_fmt(hi)} for {dtype}, not {show(v)}.")
+
     if dist == "normal":
-        std = float(ir.get("std", num, default=1.0))
+        mean, std = float(ir.number("mean", default=0.0)), float(ir.number("std", default=1.0))
         if std <= 0:
             raise ir.err("std", "must be positive.")
-        return Init(dist, mean=float(ir.get("mean", num, default=0.0)), std=std)
+        within("mean", mean)
+        within("std", std)
+        return Init(dist, mean=mean, std=std)
     if dist in ("uniform", "integers"):
-        low = ir.get("low", num, default=0 if dist == "integers" else -1.0)
-        high = ir.get("high", num, default=100 if dist == "integers" else 1.0)
+        low = ir.number("low", default=0 if dist == "integers" else -1.0)
+        high = ir.number("high", default=100 if dist == "integers" else 1.0)
         if not low < high:
-            raise ir.err("high", f"must be greater than low ({low}).")
-        if dist == "integers" and (not float(low).is_integer() or not float(high).is_integer()):
-            raise ir.err("low", "integers needs whole-number bounds.")
+            raise ir.err("high", f"must be greater than low ({show(low)}).")
+        if dist == "integers":
+            if not float(low).is_integer() or not float(high).is_integer():
+                raise ir.err("low", "integers needs whole-number bounds.")
+            if low < -2**63 or high > 2**63:
+                raise ir.err("low" if low < -2**63 else "high", "must lie between -2**63 and 2**63 (int64).")
+        else:
+            within("low", low)
+            within("high", high)
+            if high - low > drawn_max:
+                raise ir.err("high", f"is too far from low: high - low must be at most {drawn_max:g}.")
         return Init(dist, low=low, high=high)
-    return Init(dist, value=ir.get("value", num))
+    value = ir.number("value", default=...)
+    within("value", value)
+    return Init(dist, value=value)
 
 
-def _check_expressions(spec: TaskSpec, constants: Mapping | None = None) -> None:
+def check_expressions(spec: TaskSpec, constants: Mapping | None = None) -> None:
     """Every shape, scalar and count evaluates at every size set (launch is checked with the source).
 
     Without the kernel's constants (``constants=None``), expressions that name something other
@@ -490,15 +576,29 @@ def _check_expressions(spec: TaskSpec, constants: Mapping | None = None) -> None
     for sizes in spec.all_size_sets:
         for arg in spec.args:
             if arg.is_array and ready(*arg.shape):
-                shape = spec.shape(arg, sizes, consts)
-                for j, n in enumerate(shape):
-                    if n <= 0:
-                        raise SpecError(f"{spec.path}: args.{arg.name}.shape[{j}] = {arg.shape[j]!r} is {n} at sizes {sizes}; it must be positive.")
+                _check_shape(spec, arg, sizes, spec.shape(arg, sizes, consts))
             elif not arg.is_array and ready(arg.value):
                 spec.scalar_value(arg, sizes, consts)
         for which in ("flops", "bytes"):
             if ready(getattr(spec, which)):
-                spec.count(which, sizes, consts)
+                n = spec.count(which, sizes, consts)
+                if n is not None and n < 0:
+                    raise SpecError(f"{spec.path}: counts.{which} = {show(getattr(spec, which))} is {n:.17g} at sizes {sizes}; "
+                                    "it must be zero or positive.")
+
+
+def _check_shape(spec: TaskSpec, arg: ArgSpec, sizes: Mapping[str, int], shape: tuple[int, ...]) -> None:
+    """Every dimension is positive and the array fits in ``MAX_ARRAY_BYTES``."""
+    field = f"{spec.path}: args.{_name(arg.name)}.shape"
+    for j, n in enumerate(shape):
+        if n <= 0:
+            raise SpecError(f"{field}[{j}] = {show(arg.shape[j])} is {n} at sizes {sizes}; it must be positive.")
+    nbytes = _dt.get(arg.dtype).itemsize
+    for n in shape:
+        nbytes *= n
+        if nbytes > MAX_ARRAY_BYTES:
+            raise SpecError(f"{field} = {show(list(arg.shape))} at sizes {sizes} needs more than 2**40 bytes "
+                            f"(1 TiB) of {arg.dtype}; one array may hold at most that.")
 
 
 def check_against_source(spec: TaskSpec, info: SourceInfo, kernel_path) -> None:
@@ -506,7 +606,7 @@ def check_against_source(spec: TaskSpec, info: SourceInfo, kernel_path) -> None:
     kern = info.kernel(spec.entry)
     if kern is None:
         found = ", ".join(k.name for k in info.kernels) or "none"
-        raise SpecError(f"{spec.path}: kernel.entry {spec.entry!r} is not a __global__ function in {kernel_path} (found: {found}).")
+        raise SpecError(f"{spec.path}: kernel.entry {show(spec.entry)} is not a __global__ function in {kernel_path} (found: {found}).")
     if len(kern.params) != len(spec.args):
         raise SpecError(
             f"{spec.path}: args lists {len(spec.args)} arguments but {spec.entry} in {kernel_path} "
@@ -516,19 +616,19 @@ def check_against_source(spec: TaskSpec, info: SourceInfo, kernel_path) -> None:
         if arg.is_array != p.is_pointer:
             want = "a pointer" if arg.is_array else "a scalar"
             raise SpecError(
-                f"{spec.path}: args.{arg.name} is {'an array (' + arg.role + ')' if arg.is_array else 'a scalar'} "
+                f"{spec.path}: args.{_name(arg.name)} is {'an array (' + arg.role + ')' if arg.is_array else 'a scalar'} "
                 f"but parameter {p.name!r} of {spec.entry} is {'a pointer' if p.is_pointer else 'a scalar'} ({p.type_text}); "
                 f"make it {want} or fix the order."
             )
         c_dtype = dtype_of_c_type(p.base_type)
         if c_dtype is not None and c_dtype != arg.dtype and _dt.get(c_dtype).itemsize != _dt.get(arg.dtype).itemsize:
             raise SpecError(
-                f"{spec.path}: args.{arg.name} has dtype {arg.dtype} but parameter {p.name!r} of {spec.entry} is {p.type_text}."
+                f"{spec.path}: args.{_name(arg.name)} has dtype {arg.dtype} but parameter {p.name!r} of {spec.entry} is {p.type_text}."
             )
         if p.is_pointer and p.is_const and arg.role in ("output", "inout"):
-            raise SpecError(f"{spec.path}: args.{arg.name} has role {arg.role} but parameter {p.name!r} is const ({p.type_text}).")
+            raise SpecError(f"{spec.path}: args.{_name(arg.name)} has role {arg.role} but parameter {p.name!r} is const ({p.type_text}).")
     try:
-        _check_expressions(spec, info.constants)
+        check_expressions(spec, info.constants)
         for sizes in spec.all_size_sets:
             spec.resolve_launch(sizes, info)
     except ExprError as e:

@@ -1,7 +1,7 @@
 import pytest
 
 from optiml.errors import ExprError
-from optiml.expr import evaluate, evaluate_int, names_in
+from optiml.expr import MAX_INT, evaluate, evaluate_int, names_in, show
 from optiml.source import parse_source
 
 
@@ -36,9 +36,70 @@ def test_division_by_zero_and_non_integer_are_errors():
         evaluate_int("N / 3.0", {"N": 4})
 
 
+@pytest.mark.parametrize("text,message", [
+    ("(-1) ** 0.5", "'(-1) ** 0.5' is a complex number, not a real one"),
+    ("1e309", "'1e309' is too large (it overflows to infinity)"),
+    ("1e308 * 10", "is too large (it overflows to infinity)"),
+    ("2.0 ** 60 ** 1.0 * 1e300", "is too large"),
+    ("2**64 * 2**64", "'2**64 * 2**64' is too large (beyond 2**126 in magnitude)"),
+    ("-((10**64)**64)**2", "is too large (beyond 2**126 in magnitude)"),
+    ("((((2**64)**64)**64)**64)**64", "is too large"),
+    ("int(1e300)", "is too large"),
+    ("1 << 127", "shift count too large in '1 << 127' (at most 126)"),
+    ("1 << (1 << 40)", "shift count too large"),
+    ("N >> 200", "shift count too large"),
+    ("3 << 126", "is too large"),
+    ("2 ** 65", "exponent too large"),
+    ("-" * 999 + "N", "is nested more than 100 levels deep"),
+    ("-" * 3000 + "N", "the expression is 3001 characters long; at most 1000 are allowed"),
+    ("1" * 999, "is too large"),
+    ("sqrt(-1)", "cannot evaluate 'sqrt(-1)' (math domain error)"),
+    ("N\x00", "cannot parse expression 'N\\x00'"),
+])
+def test_values_stay_small_finite_and_real(text, message):
+    with pytest.raises(ExprError) as e:
+        evaluate(text, {"N": 4}, where="k.toml: counts.bytes")
+    msg = str(e.value)
+    assert msg.startswith("k.toml: counts.bytes") and message in msg and "\n" not in msg and len(msg) < 200, msg
+
+
+def test_values_at_the_limits_evaluate():
+    assert evaluate("1 << 126", {}) == MAX_INT == evaluate("-(2**63) * 2**63", {}) * -1
+    assert evaluate("2 ** 64", {}) == 2**64 and evaluate("N >> 126", {"N": 4}) == 0
+    assert evaluate("1e308", {}) == 1e308
+    assert evaluate_int("2.0 ** 50 * 2.0 ** 50", {}) == 2**100
+    assert evaluate("-" * 98 + "N", {"N": 4}) == 4
+    assert evaluate(" " * 990 + "N", {"N": 4}) == 4
+
+
+@pytest.mark.parametrize("value,message", [
+    (float("nan"), "k.toml: args.n.value is nan; it must be a finite number."),
+    (float("-inf"), "k.toml: args.n.value is -inf; it must be a finite number."),
+    (10**40, "k.toml: args.n.value: 10000000000000000000000000000000000000000 is too large"),
+    (10**4000, "k.toml: args.n.value: a 13288-bit integer is too large"),
+])
+def test_numbers_are_checked_like_expressions(value, message):
+    with pytest.raises(ExprError) as e:
+        evaluate(value, {}, where="k.toml: args.n.value")
+    assert str(e.value).startswith(message)
+    with pytest.raises(ExprError):
+        evaluate("N", {"N": value})                  # a size or constant out of range as well
+
+
+def test_show_is_one_short_line():
+    assert show("a\nb") == "'a\\nb'"
+    assert show(10**4000) == "a 13288-bit integer"
+    assert len(show("x" * 500)) == 60 and show("x" * 500).endswith("...")
+    nested = []
+    for _ in range(5000):
+        nested = [nested]
+    assert show(nested) == "a list"                  # its repr recurses too deeply
+
+
 def test_names_in():
     assert names_in("cdiv(N, BLOCK) * M") == {"N", "BLOCK", "M"}
     assert names_in(4) == set()
+    assert names_in("-" * 3000 + "N") == set() and names_in("(" * 300 + "N" + ")" * 300) == set()
 
 
 def test_macros_and_constexpr_become_constants():

@@ -95,3 +95,20 @@ def test_a_time_under_the_speed_of_light_is_verified_again_on_new_inputs(tmp_pat
     slow = ScriptedFakeHarness(("ok", 0.05))                        # above the bound: no second run
     ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), slow)
     assert ev.evaluate(Candidate(KERNEL)).speed_of_light is None and len(slow.jobs) == 1
+
+
+def test_a_candidate_whose_constants_break_a_shape_is_a_launch_config_error(tmp_path):
+    import re
+    from tests.test_spec import SPEC, write
+
+    spec_text = re.sub(r'shape = \["N"\]', 'shape = ["N * PAD"]', SPEC, count=1)
+    assert spec_text != SPEC
+    kernel = "#define PAD 1\n" + KERNEL
+    k, s = write(tmp_path, spec_text, kernel)
+    from optiml.spec import load_spec
+
+    spec = load_spec(s, k, kernel_source=kernel)
+    harness = RecordingFakeHarness()
+    ev = Evaluator(spec, kernel, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
+    r = ev.evaluate(Candidate(kernel.replace("#define PAD 1", "#define PAD (1 << 40)")))
+    assert r.status == "launch_config_error" and "2**40 bytes" in r.message and harness.jobs == []

@@ -129,6 +129,30 @@ def test_find_spec_points_to_init(tmp_path):
     (('block = ["BLOCK"]', 'block = ["BLOCK", 1, 1, 1]'), "1 to 3 dimensions"),
     (('block = ["BLOCK"]', 'block = ["BLOCK - 128"]'), "must be positive"),
     (('role = "output"', 'role = "input"'), "nothing to verify"),
+    # values that used to load and fail later, in the GPU child or the timer
+    (('value = "N"', "value = 1e300"), r"args.n.value is 1e\+300, outside the range of int32 \(-2147483648 to 2147483647\)"),
+    (('value = "N"', 'value = "N * 4096"'), r"args.n.value = 'N \* 4096' is 4294967296 at sizes \{'N': 1048576\}, outside the range of int32"),
+    (('value = 0.5', "value = 1e39"), r"args.alpha.value is 1e\+39, outside the range of float32"),
+    (('value = 0.5', "value = nan"), r"args.alpha.value is nan; it must be a finite number"),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "normal", std = nan'), r"args.x.init.std must be a finite number, not nan"),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "normal", mean = inf'), r"args.x.init.mean must be a finite number, not inf"),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "normal", std = 0'), r"args.x.init.std must be positive"),
+    (('low = -2.0, high = 2.0', 'low = -2.0, high = inf'), r"args.x.init.high must be a finite number, not inf"),
+    (('low = -2.0, high = 2.0', 'low = -3e38, high = 3e38'), r"args.x.init.high is too far from low: high - low must be at most 3.40282e\+38"),
+    (('low = -2.0, high = 2.0', 'low = -2.0, high = 1e39'), r"args.x.init.high must lie between .* for float32, not 1e\+39"),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "constant", value = 1e39'), r"args.x.init.value must lie between"),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "integers", low = 0, high = 1e30'),
+     r"args.x.init.high must lie between -2\*\*63 and 2\*\*63"),
+    (('shape = ["N"]\ninit', 'shape = ["2**62"]\ninit'),
+     r"args.x.shape = \['2\*\*62'\] at sizes \{'N': 1048576\} needs more than 2\*\*40 bytes \(1 TiB\) of float32"),
+    (('shape = ["N"]\ninit', 'shape = ["N", "N", "N"]\ninit'), r"args.x.shape = .* needs more than 2\*\*40 bytes"),
+    (("timing = { N = 1048576 }", "timing = { N = 9223372036854775808 }"), r"sizes.timing.N must be at most 2\*\*63 - 1"),
+    (('bytes = "8 * N"', 'bytes = "-8 * N"'), r"counts.bytes = '-8 \* N' is -8388608 at sizes \{'N': 1048576\}; it must be zero or positive"),
+    (('grid = ["cdiv(N, BLOCK)"]', 'grid = ["cdiv(N, BLOCK)", 65536]'),
+     r"launch.grid\[1\] = 65536 evaluates to 65536 at sizes .*; CUDA allows at most 65535 in grid dimension y"),
+    (('grid = ["cdiv(N, BLOCK)"]', 'grid = ["N * N * N"]'), r"CUDA allows at most 2147483647 in grid dimension x"),
+    (('block = ["BLOCK"]', 'block = ["BLOCK", 1, 65]'), r"launch.block\[2\] = 65 .*CUDA allows at most 64 in block dimension z"),
+    (('block = ["BLOCK"]', 'block = ["BLOCK"]\nshared_mem = "2**32"'), r"launch.shared_mem evaluates to 4294967296 .*at most 4294967295 bytes"),
 ])
 def test_user_errors_are_one_sentence_naming_the_field(tmp_path, edit, message):
     old, new = edit
@@ -160,3 +184,48 @@ def test_missing_kernel_file(tmp_path):
     _, s = write(tmp_path)
     with pytest.raises(SpecError, match="kernel file not found"):
         load_spec(s, tmp_path / "nope.cu")
+
+
+def test_unreadable_spec_or_kernel_is_one_sentence(tmp_path):
+    k, s = write(tmp_path)
+    with pytest.raises(SpecError, match=r"^" + str(tmp_path) + r": cannot read the spec \(Is a directory\)\.$"):
+        load_spec(tmp_path)
+    with pytest.raises(SpecError, match=r": cannot read the kernel \(Is a directory\)\.$"):
+        load_spec(s, tmp_path)
+
+
+def test_one_verification_trial_is_rejected_and_says_why(tmp_path):
+    """With one input set per size, a kernel that caches its output per size passes verification."""
+    for trials in (2, 100):
+        assert load(tmp_path, SPEC + f"\n[verify]\ntrials = {trials}\n").verify.trials == trials
+    with pytest.raises(SpecError, match=r"verify.trials must be at least 2: .*caches its output per size") as e:
+        load(tmp_path, SPEC + "\n[verify]\ntrials = 1\n")
+    assert "\n" not in str(e.value) and str(tmp_path / "scale.toml") in str(e.value)
+    for trials in (0, -1, 101):
+        with pytest.raises(SpecError, match=rf"verify.trials must be between 2 and 100, not {trials}\."):
+            load(tmp_path, SPEC + f"\n[verify]\ntrials = {trials}\n")
+
+
+def test_launch_beyond_cuda_limits_is_a_launch_error(tmp_path):
+    """A candidate's launch comment beyond CUDA's grid or block limits: resolve_launch raises a
+    SpecError, which the pipeline records as launch_config_error before building anything."""
+    from optiml.pipeline import Candidate, Evaluator
+
+    spec = load(tmp_path)
+    for table, message in [('{grid = ["cdiv(N, BLOCK)", 65536]}', "CUDA allows at most 65535 in grid dimension y"),
+                           ('{grid = [2147483648]}', "CUDA allows at most 2147483647 in grid dimension x"),
+                           ('{block = [1, 1, 65]}', "CUDA allows at most 64 in block dimension z"),
+                           ('{block = [2048]}', "CUDA allows at most 1024 in block dimension x")]:
+        variant = f"// optiml:launch {table}\n" + KERNEL
+        with pytest.raises(SpecError, match=rf"kernel source line 1 \(// optiml:launch\)\..*{message}"):
+            spec.resolve_launch({"N": 1000}, parse_source(variant))
+
+        class Untouched:
+            def build(self, *a, **k):
+                raise AssertionError("a launch error must stop the candidate before the build")
+            run = build
+        r = Evaluator(spec, KERNEL, Untouched(), Untouched()).evaluate(Candidate(variant))
+        assert r.status == "launch_config_error" and message in r.message, (r.status, r.message)
+    edge = '// optiml:launch {grid = [2147483647, 65535, 65535], block = [1, 1, 64]}\n' + KERNEL
+    launch = spec.resolve_launch({"N": 1000}, parse_source(edge))
+    assert launch.grid == (2**31 - 1, 65535, 65535) and launch.block == (1, 1, 64)

@@ -1,17 +1,16 @@
 """Fuzzing the spec loader: whatever the file holds, ``load_spec`` returns a spec or raises
-optiml's own error (a SpecError naming the file and field), never anything else, since
-anything else is a traceback at the command line.
+optiml's own error (a SpecError of one line naming the file), never anything else,
+since anything else is a traceback at the command line.
 
 Four generators: random bytes; random TOML documents; the valid spec of tests/test_spec.py
 with one field replaced, deleted or added; and that spec with random expressions in every
-expression field. ``KNOWN_BUGS`` lists the minimal inputs found so far (by these generators
-and by hand) that make the loader raise something else; they are xfail until optiml/spec.py and
-optiml/expr.py handle them. The two generators that run into them carry one as an @example, so
-today they stop at it (xfail, quickly) and once it is fixed they fuzz for real (xpass, or fail
-on a new bug).
+expression field. ``FOUND_BUGS`` lists the minimal inputs found so far (by these generators
+and by hand) that made the loader raise something else; each is now a regular test of the
+one-line message that replaced the traceback, and the generators carry two as @examples.
 """
 import json
 import math
+import time
 import tomllib
 from pathlib import Path
 
@@ -19,17 +18,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from optiml.errors import OptimlError
+from optiml.errors import OptimlError, SpecError
 from optiml.spec import TaskSpec, load_spec
 from tests.test_spec import KERNEL, SPEC
 
 FUZZ = settings(max_examples=200, deadline=None, report_multiple_bugs=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-
-# The exceptions the known bugs raise (see KNOWN_BUGS); a generator test that finds one is an
-# expected failure, one that finds anything else fails.
-KNOWN_BUG_EXCEPTIONS = (ValueError, OverflowError, TypeError, RecursionError, MemoryError,
-                        AssertionError)   # a field name with a newline in it makes a two-line message
 
 
 def check_loads_or_says_why(path: Path, text: str | bytes, kernel_source: str | None = KERNEL) -> TaskSpec | None:
@@ -205,8 +199,6 @@ def test_random_toml_documents(tmp_path, doc):
     check_loads_or_says_why(tmp_path / "kernel.toml", to_toml(doc))
 
 
-@pytest.mark.xfail(strict=False, raises=KNOWN_BUG_EXCEPTIONS,
-                   reason="KNOWN_BUGS int-scalar-nan (its @example) and the like: a nan/inf scalar value raises ValueError/OverflowError")
 @FUZZ
 @given(mutated_specs())
 @example(to_toml(replaced(BASE, ("args", 2, "value"), float("nan"))))
@@ -215,8 +207,6 @@ def test_one_field_replaced_deleted_or_added(tmp_path, text):
     check_loads_or_says_why(tmp_path / "kernel.toml", text, kernel_source=None)   # checks less, says why as well
 
 
-@pytest.mark.xfail(strict=False, raises=KNOWN_BUG_EXCEPTIONS,
-                   reason="KNOWN_BUGS shape-complex (its @example) and the like: complex results of **, huge shifts, floats of huge ints")
 @FUZZ
 @given(specs_with_expressions())
 @example(to_toml(replaced(BASE, ("args", 0, "shape", 0), "(-1) ** 0.5")))
@@ -231,56 +221,74 @@ def _spec(old: str, new: str) -> str:
     return SPEC.replace(old, new, 1)
 
 
-# (id, spec text, what is wrong, the exception the property meets today, a fragment of its message);
+# (id, spec text, what went wrong before the fix, a fragment of the one-line message now);
 # each is one field of the valid spec of tests/test_spec.py
-KNOWN_BUGS = [
+FOUND_BUGS = [
     ("int-scalar-nan", _spec('value = "N"', "value = nan"),
-     "spec.scalar_value calls int() on a NaN value outside expr's error handling", ValueError,
-     "cannot convert float NaN to integer"),
+     "spec.scalar_value called int() on a NaN value: ValueError", "args.n.value is nan; it must be a finite number"),
     ("int-scalar-inf", _spec('value = "N"', "value = inf"),
-     "spec.scalar_value calls int() on an infinite value", OverflowError, "cannot convert float infinity to integer"),
+     "spec.scalar_value called int() on an infinite value: OverflowError", "args.n.value is inf; it must be a finite number"),
     ("int-scalar-1e309", _spec('value = "N"', 'value = "1e309"'),
-     "an expression evaluating to inf for an integer scalar", OverflowError, "cannot convert float infinity to integer"),
+     "an expression evaluating to inf for an integer scalar: OverflowError", "args.n.value: '1e309' is too large"),
     ("float-scalar-huge-int", _spec("value = 0.5", 'value = "1 << 1100"'),
-     "spec.scalar_value calls float() on an integer beyond float range", OverflowError, "int too large to convert to float"),
+     "spec.scalar_value called float() on an integer beyond float range: OverflowError",
+     "args.alpha.value: shift count too large in '1 << 1100'"),
+    ("float-scalar-huge-product", _spec("value = 0.5", 'value = "2**64 * 2**64"'),
+     "(a new check, not a crash) an integer beyond 2**126 made by a product", "args.alpha.value: '2**64 * 2**64' is too large"),
     ("shape-complex", _spec('shape = ["N"]\ninit', 'shape = ["(-1) ** 0.5"]\ninit'),
-     "** of a negative base and a fractional exponent is complex; evaluate_int lets it through", TypeError,
-     "'<=' not supported between instances of 'complex' and 'int'"),
+     "** of a negative base and a fractional exponent is complex; evaluate_int let it through: TypeError",
+     "args.x.shape[0]: '(-1) ** 0.5' is a complex number"),
     ("grid-complex", _spec('grid = ["cdiv(N, BLOCK)"]', 'grid = ["(-1) ** 0.5"]'),
-     "the same complex result in the launch geometry", TypeError,
-     "'<=' not supported between instances of 'complex' and 'int'"),
+     "the same complex result in the launch geometry: TypeError", "launch.grid[0]: '(-1) ** 0.5' is a complex number"),
     ("counts-complex", _spec('bytes = "8 * N"', 'bytes = "(-1) ** 0.5"'),
-     "spec.count calls float() on a complex result", TypeError,
-     "float() argument must be a string or a real number, not 'complex'"),
+     "spec.count called float() on a complex result: TypeError", "counts.bytes: '(-1) ** 0.5' is a complex number"),
     ("counts-huge-int", _spec('bytes = "8 * N"', 'bytes = "1 << 1100"'),
-     "spec.count calls float() on an integer beyond float range", OverflowError, "int too large to convert to float"),
+     "spec.count called float() on an integer beyond float range: OverflowError",
+     "counts.bytes: shift count too large in '1 << 1100' (at most 126)"),
     ("shift-huge", _spec('bytes = "8 * N"', 'bytes = "1 << (1 << 40)"'),
-     "<< has no bound (** has one: 64); smaller shifts such as 1 << (1 << 33) allocate a GiB", MemoryError, ""),
+     "<< had no bound (** has one: 64): MemoryError, and 1 << (1 << 33) allocated a GiB",
+     "counts.bytes: shift count too large in '1 << (1 << 40)'"),
+    ("power-nested", _spec('bytes = "8 * N"', 'bytes = "((((2**64)**64)**64)**64)**64"'),
+     "nested ** was uncapped: 17 s of CPU, then OverflowError", "counts.bytes: '((((2**64)**64)**64)**64)**64' is too large"),
     ("deep-expression", _spec('bytes = "8 * N"', 'bytes = "' + "-" * 3000 + 'N"'),
-     "ast.parse of a deeply nested expression raises RecursionError, which expr.evaluate does not catch",
-     RecursionError, "maximum recursion depth exceeded during ast construction"),
+     "ast.parse of a deeply nested expression raised RecursionError, which expr.evaluate did not catch",
+     "counts.bytes: the expression is 3001 characters long; at most 1000 are allowed"),
+    ("deep-short-expression", _spec('bytes = "8 * N"', 'bytes = "' + "-" * 999 + 'N"'),
+     "(found while fixing these) at the length limit, 999 minus signs made the evaluator recurse: RecursionError",
+     "counts.bytes: expression '----"),
     ("deep-toml-array", SPEC + "\nx = " + "[" * 1000 + "]" * 1000 + "\n",
-     "tomllib raises RecursionError on deeply nested arrays; load_spec catches only TOMLDecodeError",
-     RecursionError, "maximum recursion depth exceeded"),
+     "tomllib raised RecursionError on deeply nested arrays; load_spec caught only TOMLDecodeError",
+     "cannot read the spec (arrays or tables nested too deeply)"),
     ("toml-int-5000-digits", SPEC + "\nx = " + "1" * 5000 + "\n",
-     "tomllib raises ValueError (Python's int digit limit) on a 5000-digit integer", ValueError,
-     "Exceeds the limit (4300 digits)"),
+     "tomllib raised ValueError (Python's int digit limit) on a 5000-digit integer",
+     "cannot read the spec (a number in it is too long)"),
     ("newline-in-a-size-name", _spec("timing = { N = 1048576 }", 'timing = { N = 1048576, "A\\nB" = 0 }'),
-     "a quoted key with a newline is printed raw in the field path: a SpecError of two lines", AssertionError,
-     "B must be positive"),
+     "a quoted key with a newline was printed raw in the field path: a SpecError of two lines",
+     "sizes.timing.'A\\nB' is not a valid size name"),
+    ("newline-in-a-tolerance-key", SPEC + '\n[tolerance]\n"f\\nloat32" = { atol = 1 }\n',
+     "the same raw newline in a tolerance key", "tolerance.'f\\nloat32' is not a known dtype"),
+    ("newline-in-an-arg-name", _spec('name = "x"\ndtype = "float32"\nrole = "input"\nshape = ["N"]',
+                                     'name = "x\\ny"\ndtype = "float32"\nrole = "input"\nshape = ["Q"]'),
+     "the same raw newline in an argument's name", "args.'x\\ny'.shape[0]: unknown name 'Q'"),
     ("message-with-huge-int", _spec('shape = ["N"]\ninit', 'shape = ["-((10**64)**64)**2"]\ninit'),
-     "the error message formats a negative 8193-digit shape with str(), over Python's 4300-digit limit",
-     ValueError, "Exceeds the limit (4300 digits)"),
+     "the error message formatted a negative 8193-digit shape with str(), over Python's 4300-digit limit: ValueError",
+     "args.x.shape[0]: '-((10**64)**64)**2' is too large"),
+    ("reference-with-a-nul", SPEC + '\n[reference]\npython = "a\\u0000b.py:f"\n',
+     "(found while fixing these) Path.resolve raised ValueError on the NUL", "reference.python names 'a\\x00b.py', which does not exist"),
+    ("timing-warmup-inf", SPEC + "\n[timing]\nwarmup_ms = inf\n",
+     "(found while fixing these) an infinite warm-up loaded, and the timer would warm up forever",
+     "timing.warmup_ms must be a finite number, not inf"),
 ]
 
 
-@pytest.mark.parametrize("text,raised,message", [
-    pytest.param(t, r, m, id=i, marks=pytest.mark.xfail(strict=False, raises=r, reason=f"known bug: {why}"))
-    for i, t, why, r, m in KNOWN_BUGS])
-def test_known_bug(tmp_path, text, raised, message):
-    try:
-        check_loads_or_says_why(tmp_path / "kernel.toml", text)
-    except raised as e:
-        if message not in str(e):           # another bug than the one listed: fail, not xfail
-            pytest.fail(f"{type(e).__name__}: {e}")
-        raise raised(str(e)) from None      # without its traceback (a recursion's is slow to report)
+@pytest.mark.parametrize("text,message", [pytest.param(t, m, id=i) for i, t, why, m in FOUND_BUGS])
+def test_found_bug_is_one_line_naming_the_file(tmp_path, text, message):
+    path = tmp_path / "kernel.toml"
+    path.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError) as e:
+        load_spec(path, kernel_source=KERNEL)
+    assert time.perf_counter() - t0 < 1.0                      # no expression costs real time
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: "), msg
+    assert message in msg, msg
