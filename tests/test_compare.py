@@ -82,3 +82,21 @@ def test_bf16_round_trip():
     back = dtypes.bf16_bits_to_float32(dtypes.float32_to_bf16_bits(x))
     assert np.allclose(back, x, rtol=4e-3)
     assert dtypes.float32_to_bf16_bits(np.array([1.0], np.float32))[0] == 0x3F80
+
+
+def test_fast_path_figures_match_a_float64_computation():
+    import numpy as np
+    from optiml.verify.compare import check_output
+
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal(10_000).astype(np.float32)
+    out = (ref + rng.uniform(-5e-5, 5e-5, ref.size)).astype(np.float32)
+    ref[10], out[10] = 0.0, 0.0
+    c = check_output("y", out, ref, "float32", 1e-4, 1e-4)
+    d = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    r = np.abs(ref.astype(np.float64))
+    assert c.failed_check is None and c.mismatched == 0
+    assert c.max_abs_err == pytest.approx(d.max(), rel=1e-6)
+    assert c.max_rel_err == pytest.approx((d[r > 0] / r[r > 0]).max(), rel=1e-5)
+    assert c.rel_l2_err == pytest.approx(np.linalg.norm(d) / np.linalg.norm(r), rel=1e-4)
+    assert c.worst_index == [int(np.argmax(d))]
