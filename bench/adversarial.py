@@ -13,9 +13,6 @@ expected status apart from the known gaps, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from optiml.verify.harness import HarnessResult  # noqa: E402
+from tests.conftest import gpu_available  # noqa: E402  (one definition of "a GPU is here")
 from tests.data.adversarial import cases as adv  # noqa: E402
 
 
@@ -34,15 +32,6 @@ class NoGpuHarness:
 
     def run(self, job):
         return HarnessResult("harness_error", "reached the GPU harness, but this run has no GPU")
-
-
-def gpu_available() -> bool:
-    if shutil.which("nvidia-smi") is None or importlib.util.find_spec("pycuda") is None:
-        return False
-    try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 def verdict(case: adv.AdversarialCase, got: str) -> str:
