@@ -123,7 +123,7 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
     prop = make_proposer(proposer, llm_model, llm_base_url, llm_timeout)
     _require_gpu()
 
-    pipeline = _pipeline(spec, source, kernel, arch, timeout, no_profile, _arch)
+    pipeline = _pipeline(spec, source, kernel, _arch(arch), timeout, no_profile)
     if resume_run is None:
         device, driver = _gpu_facts()
         from .build import nvcc_version
@@ -139,13 +139,13 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
             kernel, output, db)
 
 
-def _pipeline(spec, source, kernel: Path, arch, timeout, no_profile, arch_fn):
+def _pipeline(spec, source, kernel: Path, arch: str, timeout, no_profile):
     from .build import NvccBuilder
     from .pipeline import Evaluator
     from .profiler.ncu import NcuProfiler
     from .verify.harness import SubprocessHarness
 
-    return Evaluator(spec, source, NvccBuilder(arch_fn(arch)), SubprocessHarness(timeout_s=timeout),
+    return Evaluator(spec, source, NvccBuilder(arch), SubprocessHarness(timeout_s=timeout),
                      include_dir=kernel.resolve().parent, kernel_name=kernel.name,
                      profiler=None if no_profile else NcuProfiler())
 
@@ -170,16 +170,17 @@ def _search(store, run_id, pipeline, prop, spec, source, seeds, budget, time_lim
                       observer=StoreObserver(store, run_id, adapter), task=spec.summary(), entry=spec.entry)
         done = 0
     todo = max(0, budget - done) + (0 if resumed else 1)
-    with click.progressbar(length=todo, label="optimizing", show_pos=True, file=sys.stderr) as bar:
-        if state["root"] and state["best"]:
-            bar.label = f"optimizing (best {state['root'] / state['best']:.2f}x)"
 
+    def label() -> str:
+        best = f" (best {state['root'] / state['best']:.2f}x)" if state["root"] and state["best"] else ""
+        return "optimizing" + best
+
+    with click.progressbar(length=todo, label=label(), show_pos=True, file=sys.stderr) as bar:
         def on_done(ev, result):
             if ev.ok and ev.median_ms:
                 state["root"] = state["root"] or ev.median_ms
                 state["best"] = min(state["best"] or ev.median_ms, ev.median_ms)
-            if state["root"] and state["best"]:
-                bar.label = f"optimizing (best {state['root'] / state['best']:.2f}x)"
+            bar.label = label()
             bar.update(1)
 
         adapter.on_done = on_done

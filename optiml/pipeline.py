@@ -184,29 +184,32 @@ class Evaluator:
                          time_it=time_it, device=self.device, baseline=base_kb)
         hr = self.harness.run(job)
         ev.stage_s["gpu"] = hr.wall_s
-        bound = self._speed_of_light_ms(kb, hr)
+        counts = self._counts(kb)
+        bound = self._speed_of_light_ms(counts, hr)
         if bound is not None and hr.status == "ok" and hr.timing is not None and hr.timing.median_ms < bound:
             hr = self._recheck(ev, job, hr, bound)
         ev.harness = hr
         ev.status, ev.message = hr.status, hr.message
         if hr.timing is not None and hr.status == "ok":
             ev.median_ms = hr.timing.median_ms
-            sizes = self.spec.timing_sizes
-            flops = self.spec.count("flops", sizes, kb.constants)
-            nbytes = self.spec.count("bytes", sizes, kb.constants)
+            flops, nbytes = counts
             secs = hr.timing.median_ms * 1e-3
             ev.gflops = flops / secs / 1e9 if flops else None
             ev.gbps = nbytes / secs / 1e9 if nbytes else None
             if hr.baseline_timing is not None:
                 ev.baseline_ms = hr.baseline_timing.median_ms
         if self.profiler is not None and profile and ev.status == "ok":
-            self._profile(ev, job, kb)
+            self._profile(ev, job, counts)
         ev.wall_s = time.perf_counter() - t0
         logger.info("evaluated {}: {} {}", candidate.name, ev.status, f"{ev.median_ms:.4f} ms" if ev.median_ms else "")
         return ev
 
+    def _counts(self, kb: KernelBinary) -> tuple[float | None, float | None]:
+        """The spec's FLOPs and bytes at the timing size, with this candidate's constants."""
+        sizes = self.spec.timing_sizes
+        return self.spec.count("flops", sizes, kb.constants), self.spec.count("bytes", sizes, kb.constants)
 
-    def _speed_of_light_ms(self, kb: KernelBinary, hr: HarnessResult) -> float | None:
+    def _speed_of_light_ms(self, counts: tuple, hr: HarnessResult) -> float | None:
         """The least time the spec's counts allow on this GPU: FLOPs at the dense tensor peak (the
         most generous rate), bytes at the DRAM peak; None without counts or known peaks."""
         from .profiler.diagnosis import peaks_for_device
@@ -214,9 +217,7 @@ class Evaluator:
         peaks = peaks_for_device(hr.device_name or "")
         if peaks is None:
             return None
-        sizes = self.spec.timing_sizes
-        flops = self.spec.count("flops", sizes, kb.constants) or 0.0
-        nbytes = self.spec.count("bytes", sizes, kb.constants) or 0.0
+        flops, nbytes = (c or 0.0 for c in counts)
         gflops = max(peaks.fp32_gflops, peaks.fp16_tensor_gflops or 0.0)
         bound_s = max(flops / (gflops * 1e9), nbytes / (peaks.dram_gbps * 1e9))
         return bound_s * 1e3 if bound_s > 0 else None
@@ -237,9 +238,7 @@ class Evaluator:
                              f"then failed on new inputs: {again.message}")
         return again
 
-    def _profile(self, ev: Evaluation, job: HarnessJob, kb: KernelBinary) -> None:
-        from dataclasses import replace as _replace
-
+    def _profile(self, ev: Evaluation, job: HarnessJob, counts: tuple) -> None:
         from .profiler.diagnosis import diagnose, peaks_for_device
 
         device = ev.harness.device_name if ev.harness else ""
@@ -251,14 +250,12 @@ class Evaluator:
                 self._profile_warned = True
             ev.profile = prof
             return
-        sizes = self.spec.timing_sizes
         half = any(a.dtype in ("float16", "bfloat16") for a in self.spec.args if a.role == "input")
-        flops = self.spec.count("flops", sizes, kb.constants)
-        nbytes = self.spec.count("bytes", sizes, kb.constants)
+        flops, nbytes = counts
         matmul_like = half and bool(flops and nbytes and flops / nbytes > 16)
         sentences = diagnose(prof.metrics, flops=flops, bytes_moved=nbytes, peaks=peaks_for_device(device),
                              is_half_matmul=matmul_like)
-        ev.profile = _replace(prof, diagnosis=sentences)
+        ev.profile = replace(prof, diagnosis=sentences)
 
 
 class _ReferenceUnavailable(Exception):

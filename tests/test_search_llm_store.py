@@ -3,7 +3,6 @@ Chat Completions server) and a fake evaluator (named as one: it 'verifies' any s
 still has the kernel and reports a time by the padding it finds), writing to a real trace store:
 every exchange is stored with its prompt, answer, tokens and latency, and the node it produced
 points at it; a failed edit is stored as an attempt the model is told about next time."""
-import random
 
 from click.testing import CliRunner
 
@@ -15,7 +14,7 @@ from optiml.search import MCTS, SearchConfig, normalize_source
 from optiml.search.run import StoreObserver
 from optiml.traces.store import TraceStore
 
-from .chat_server import ChatServer, Reply, chat_server  # noqa: F401
+from .chat_server import Reply, chat_server  # noqa: F401
 from .test_edits_llm import MISS, NAME, PAD, SOURCE
 
 

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..best import DEFAULT_SPREAD
 from ..edits.types import Attempt
 
 PENDING = "pending"
@@ -80,7 +81,7 @@ class Node:
     @property
     def spread(self) -> float:
         s = self.result.get("spread")
-        return float(s) if isinstance(s, (int, float)) else 0.02
+        return float(s) if isinstance(s, (int, float)) else DEFAULT_SPREAD
 
     @property
     def metrics(self) -> dict:

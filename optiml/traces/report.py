@@ -172,21 +172,23 @@ def format_node(store: TraceStore, node_id: int) -> str:
             out += ["--- build log", e["build_log"].rstrip("\n")]
         if e["raw_ncu_csv"]:
             out.append(f"raw ncu csv: {len(e['raw_ncu_csv'].splitlines())} lines (in the database)")
-    behind = [p for p in store.proposals(run_id=n.run_id) if p["id"] == n.proposal_id]
-    for p in behind:
-        out += ["", f"--- the proposer call behind it: proposal {p['id']} from {p['proposer'] or '-'} / {p['model'] or '-'}:"
-                f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
-        if p["raw_answer"]:
-            out.append(p["raw_answer"].rstrip("\n"))
-    made = [p for p in store.proposals(node_id=node_id) if p.get("kind") != "attempt"]
-    failed = [p for p in store.proposals(node_id=node_id) if p.get("kind") == "attempt"]
-    for p in made:
-        out += ["", f"--- proposal {p['id']} made from this node by {p['proposer'] or '-'} / {p['model'] or '-'}:"
-                f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
+    def call(p: dict, what: str) -> list[str]:
+        lines = ["", f"--- {what}: proposal {p['id']} from {p['proposer'] or '-'} / {p['model'] or '-'}:"
+                     f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
         if p["error"]:
-            out.append(f"error: {p['error']}")
+            lines.append(f"error: {p['error']}")
         if p["raw_answer"]:
-            out.append(p["raw_answer"].rstrip("\n"))
+            lines.append(p["raw_answer"].rstrip("\n"))
+        return lines
+
+    if n.proposal_id is not None:
+        for p in store.proposals(proposal_id=n.proposal_id):
+            out += call(p, "the proposer call behind it")
+    made = store.proposals(node_id=node_id)
+    for p in made:
+        if p.get("kind") != "attempt":
+            out += call(p, "made from this node")
+    failed = [p for p in made if p.get("kind") == "attempt"]
     if failed:
         out += ["", "--- tried from this node without a new candidate:"]
         for p in failed:

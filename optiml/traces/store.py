@@ -355,13 +355,8 @@ class TraceStore:
                          " e.result_json AS e_result_json FROM nodes n JOIN evaluations e ON e.node_id = n.id"
                          " WHERE n.run_id = ? AND e.status = ? AND e.median_ms IS NOT NULL ORDER BY n.id",
                          (run_id, OK))
-        ranked = []
-        for r in rows:
-            spread = (_loads(r.pop("e_result_json")) or {}).get("spread")
-            timing = _loads(r.pop("e_timing_json")) or {}
-            if spread is None and timing.get("median_ms"):
-                spread = (timing.get("iqr_ms") or 0.0) / timing["median_ms"]
-            ranked.append(Ranked(r["id"], r.pop("e_median_ms"), spread, r["depth"], r["id"]))
+        ranked = [Ranked(r["id"], r["e_median_ms"], _spread(_loads(r["e_result_json"]), _loads(r["e_timing_json"])),
+                         r["depth"], r["id"]) for r in rows]
         pick = choose_best(ranked)
         return None if pick is None else self.node(pick.key)
 
@@ -404,8 +399,11 @@ class TraceStore:
                  tokens_out, latency_s, error, _now(), kind, seq))
             return cur.lastrowid
 
-    def proposals(self, *, run_id: int | None = None, node_id: int | None = None) -> list[dict]:
-        where, params = ("node_id = ?", (node_id,)) if node_id is not None else ("run_id = ?", (run_id,))
+    def proposals(self, *, run_id: int | None = None, node_id: int | None = None,
+                  proposal_id: int | None = None) -> list[dict]:
+        """The proposals of a run, made from a node, or the one with ``proposal_id``, oldest first."""
+        where, params = (("id = ?", (proposal_id,)) if proposal_id is not None else
+                         ("node_id = ?", (node_id,)) if node_id is not None else ("run_id = ?", (run_id,)))
         rows = self._all(f"SELECT * FROM proposals WHERE {where} ORDER BY id", params)
         for r in rows:
             r["parsed_edits"] = _loads(r.pop("parsed_edits_json"))
@@ -423,7 +421,8 @@ class TraceStore:
         none yet), and every attempt (a proposal that did not become a node) after the node that
         was newest when it was made. Ids are the store's node ids."""
         records: list[tuple[tuple, dict]] = []
-        for n in self.nodes(run_id):
+        nodes = self.nodes(run_id)
+        for n in nodes:
             e = self.evaluation(n.id)
             rec = {"id": n.id, "parent": n.parent_id, "source": self.source(n.source_hash),
                    "flags": list((n.flags or {}).get("extra") or ()), "edit": n.edit or "",
@@ -434,7 +433,7 @@ class TraceStore:
             else:
                 rec.update(status=e["status"], result=_search_result(e))
             records.append(((n.id, 0, 0), rec))
-        node_ids = [n.id for n in self.nodes(run_id)]
+        times = None                    # node creation times, for attempts written before schema m002
         for p in self._all("SELECT * FROM proposals WHERE run_id = ? ORDER BY id", (run_id,)):
             rec = _loads(p["parsed_edits_json"])
             if p.get("kind") == "exchange" or not isinstance(rec, dict) or rec.get("id", 0) is not None \
@@ -442,14 +441,11 @@ class TraceStore:
                 continue
             seq = p.get("seq")
             if seq is None:        # written before schema m002: place it by time
-                seq = max((i for i, c in zip(node_ids, self._node_times(run_id)) if c <= p["created_at"]),
-                          default=node_ids[0] if node_ids else 0)
+                times = times or self._all("SELECT id, created_at FROM nodes WHERE run_id = ? ORDER BY id", (run_id,))
+                seq = max((t["id"] for t in times if t["created_at"] <= p["created_at"]),
+                          default=nodes[0].id if nodes else 0)
             records.append(((seq, 1, p["id"]), dict(rec, parent=p["node_id"])))
         return [r for _, r in sorted(records, key=lambda kr: kr[0])]
-
-    def _node_times(self, run_id: int) -> list[str]:
-        return [r["created_at"] for r in self._all("SELECT created_at FROM nodes WHERE run_id = ? ORDER BY id",
-                                                  (run_id,))]
 
 
 def _search_result(e: dict) -> dict:
@@ -457,9 +453,17 @@ def _search_result(e: dict) -> dict:
     schema m002; rebuilt from the other columns for older rows)."""
     if e.get("result"):
         return dict(e["result"])
-    timing = e.get("timing") or {}
-    spread = (timing.get("iqr_ms") or 0.0) / timing["median_ms"] if timing.get("median_ms") else None
+    spread = _spread(None, e.get("timing"))
     build = e.get("build") or {}
     return {"status": e["status"], "message": (e.get("verify") or {}).get("message", ""),
             "median_ms": e.get("median_ms"), "spread": spread, "metrics": e.get("metrics") or {},
             "diagnosis": e.get("diagnosis") or [], "resources": build.get("resources") or {}}
+
+
+def _spread(result: dict | None, timing: dict | None) -> float | None:
+    """A candidate's relative timing noise: the search's own figure when stored (schema m002),
+    else its timing's IQR over its median, as ``TimingResult.spread`` computes it."""
+    if (result or {}).get("spread") is not None:
+        return result["spread"]
+    timing = timing or {}
+    return (timing.get("iqr_ms") or 0.0) / timing["median_ms"] if timing.get("median_ms") else None

@@ -194,11 +194,11 @@ def _check_case(spec: TaskSpec, size_index: int, sizes: dict, seed: int, data: C
     return summarize(size_index, sizes, seed, checks, modified)
 
 
-def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult) -> bool:
+def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref) -> bool:
+    """``ref``: :func:`_reference_fn`'s result, loaded once per child."""
     spec = job.spec
     sizes_all = spec.all_size_sets
     _, cand = gpu.load(job.candidate, spec)
-    ref = _reference_fn(gpu, job)
     for case in job.cases:
         sizes = sizes_all[case.size_index]
         data = make_case(spec, sizes, case.seed, job.candidate.constants)
@@ -228,10 +228,6 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult) -> bo
     return True
 
 
-def time_kernel(gpu: Gpu, job: HarnessJob, stage: Stage) -> TimingResult:
-    return time_kernels(gpu, job, stage, [job.candidate])[0][0]
-
-
 def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
                  binaries: list[KernelBinary]) -> tuple[list[TimingResult], tuple[CaseData, dict]]:
     """Time one kernel, or several interleaved (round r launches each once, the order rotating
@@ -256,8 +252,8 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
     stage(f"timing: preparing {n_sets} input set(s) at sizes {sizes}")
     sets = [DeviceCase(gpu, spec, first)] + [
         DeviceCase(gpu, spec, make_case(spec, sizes, base_seed + i, job.candidate.constants)) for i in range(1, n_sets)]
-    inout = [a.name for a in spec.args if a.role in ("inout", "output")]   # outputs: back to the poison
-    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.data.arrays[n].nbytes) for n in inout} for s in sets]
+    restored = [a.name for a in spec.args if a.role in ("inout", "output")]   # before each launch: inputs, poison
+    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.data.arrays[n].nbytes) for n in restored} for s in sets]
     args = [s.args() for s in sets]
     flush = None
     flush_words = 0
@@ -266,7 +262,7 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
         flush = drv.mem_alloc(flush_words * 4)
 
     def reset(i):
-        for n in inout:
+        for n in restored:
             drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].data.arrays[n].nbytes, gpu.stream)
 
     try:
@@ -381,7 +377,8 @@ def main(jobdir: str) -> int:
                 result.status, result.message = "runtime_error", f"while profiling: {e}"
             return _write(d, result)
         try:
-            ok = verify(gpu, job, stage, result)
+            ref = _reference_fn(gpu, job)
+            ok = verify(gpu, job, stage, result, ref)
         except gpu.drv.Error as e:  # loading the module or function
             result.status, result.message = "launch_error", f"could not load the kernel: {e}"
             return _write(d, result)
@@ -391,7 +388,7 @@ def main(jobdir: str) -> int:
                 timings, after = time_kernels(gpu, job, stage, binaries)
                 result.timing = timings[0]
                 result.baseline_timing = timings[1] if len(timings) > 1 else None
-                _check_after_timing(gpu, job, stage, result, *after)
+                _check_after_timing(gpu, job, stage, result, ref, *after)
             except KernelFault as e:
                 result.status, result.message = "runtime_error", f"while timing: {e}"
         stage("done")
@@ -401,14 +398,14 @@ def main(jobdir: str) -> int:
             gpu.close()
 
 
-def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult,
+def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref,
                         data: CaseData, out: dict[str, np.ndarray]) -> None:
     """The timed launches must be right too: compare what the candidate wrote on input set 0
     while timed with the reference on that set."""
     spec = job.spec
     stage(f"checking the timed launches at sizes {spec.timing_sizes}")
     try:
-        ref_out = _reference_outputs(gpu, job, _reference_fn(gpu, job), 0, data)
+        ref_out = _reference_outputs(gpu, job, ref, 0, data)
     except Exception as e:      # the reference passed on these sizes during verification
         result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
         return
