@@ -159,35 +159,52 @@ class Evaluator:
                  profile: bool = True) -> Evaluation:
         """Build, verify on fresh inputs, time and (when a profiler is set and ``profile``) profile
         ``candidate``. With ``baseline``, the two kernels are timed interleaved in one process on
-        the same inputs (``median_ms`` and ``baseline_ms``): the figure a final speedup is."""
+        the same inputs (``median_ms`` and ``baseline_ms``): the figure a final speedup is.
+        :class:`optiml.pool.EvaluationPool` runs the same stages concurrently."""
         t0 = time.perf_counter()
         kb, ev = self._binary(candidate)
-        if kb is None:
-            ev.wall_s = time.perf_counter() - t0
-            return ev
         base_kb = None
-        if baseline is not None:
+        if kb is not None and baseline is not None:
             base_kb, base_ev = self._binary(baseline)
             if base_kb is None:
-                ev.status, ev.message = "reference_error", f"the baseline does not build: {base_ev.status}: {base_ev.message}"
-                ev.wall_s = time.perf_counter() - t0
-                return ev
+                kb, ev.status, ev.message = None, "reference_error", f"the baseline does not build: {base_ev.status}: {base_ev.message}"
+        job = self.job(kb, ev, time_it=time_it, baseline=base_kb) if kb is not None else None
+        if job is None:
+            ev.wall_s = time.perf_counter() - t0
+            return ev
+        counts = self.judge(ev, job, self.harness.run(job), self.harness)
+        if self.profiler is not None and profile and ev.status == "ok":
+            self.add_profile(ev, self.profiler.profile(job, ev.harness.device_name if ev.harness else ""), counts)
+        ev.wall_s = time.perf_counter() - t0
+        logger.info("evaluated {}: {} {}", candidate.name, ev.status, f"{ev.median_ms:.4f} ms" if ev.median_ms else "")
+        return ev
+
+    def build(self, candidate: Candidate) -> tuple[KernelBinary | None, Evaluation]:
+        """The build stage: a launchable binary, or the failed Evaluation (status set)."""
+        return self._binary(candidate)
+
+    def job(self, kb: KernelBinary, ev: Evaluation, *, time_it: bool = True, baseline: KernelBinary | None = None,
+            device: int | None = None) -> HarnessJob | None:
+        """The GPU job for a built candidate on fresh inputs; None (and ``ev`` a reference_error)
+        when the seed reference does not build."""
         try:
             reference = self.reference_binary()
         except _ReferenceUnavailable as e:
             ev.status, ev.message = "reference_error", str(e)
-            ev.wall_s = time.perf_counter() - t0
-            return ev
+            return None
         base_seed = self.seed if self.seed is not None else secrets.randbelow(2**31)
         ev.seed = base_seed
-        job = HarnessJob(spec=self.spec, candidate=kb, reference=reference, cases=self.cases(base_seed),
-                         time_it=time_it, device=self.device, baseline=base_kb)
-        hr = self.harness.run(job)
-        ev.stage_s["gpu"] = hr.wall_s
-        counts = self._counts(kb)
+        return HarnessJob(spec=self.spec, candidate=kb, reference=reference, cases=self.cases(base_seed),
+                          time_it=time_it, device=self.device if device is None else device, baseline=baseline)
+
+    def judge(self, ev: Evaluation, job: HarnessJob, hr: HarnessResult, harness: Harness) -> tuple:
+        """Fill ``ev`` from the GPU job's result (a time under the speed of light is verified and
+        timed again on ``harness`` first); returns the spec's counts for :meth:`add_profile`."""
+        ev.stage_s["gpu"] = ev.stage_s.get("gpu", 0.0) + hr.wall_s
+        counts = self._counts(job.candidate)
         bound = self._speed_of_light_ms(counts, hr)
         if bound is not None and hr.status == "ok" and hr.timing is not None and hr.timing.median_ms < bound:
-            hr = self._recheck(ev, job, hr, bound)
+            hr = self._recheck(ev, job, hr, bound, harness)
         ev.harness = hr
         ev.status, ev.message = hr.status, hr.message
         if hr.timing is not None and hr.status == "ok":
@@ -198,11 +215,7 @@ class Evaluator:
             ev.gbps = nbytes / secs / 1e9 if nbytes else None
             if hr.baseline_timing is not None:
                 ev.baseline_ms = hr.baseline_timing.median_ms
-        if self.profiler is not None and profile and ev.status == "ok":
-            self._profile(ev, job, counts)
-        ev.wall_s = time.perf_counter() - t0
-        logger.info("evaluated {}: {} {}", candidate.name, ev.status, f"{ev.median_ms:.4f} ms" if ev.median_ms else "")
-        return ev
+        return counts
 
     def _counts(self, kb: KernelBinary) -> tuple[float | None, float | None]:
         """The spec's FLOPs and bytes at the timing size, with this candidate's constants."""
@@ -222,11 +235,12 @@ class Evaluator:
         bound_s = max(flops / (gflops * 1e9), nbytes / (peaks.dram_gbps * 1e9))
         return bound_s * 1e3 if bound_s > 0 else None
 
-    def _recheck(self, ev: Evaluation, job: HarnessJob, first: HarnessResult, bound_ms: float) -> HarnessResult:
+    def _recheck(self, ev: Evaluation, job: HarnessJob, first: HarnessResult, bound_ms: float,
+                 harness: Harness) -> HarnessResult:
         """A timing under the speed of light is suspect: verify and time again on new inputs; the
         candidate counts only if that passes too (and then with the second timing)."""
         seed = secrets.randbelow(2**31)
-        again = self.harness.run(replace(job, cases=self.cases(seed)))
+        again = harness.run(replace(job, cases=self.cases(seed)))
         ev.stage_s["gpu"] += again.wall_s
         ev.speed_of_light = {"bound_ms": bound_ms, "first_ms": first.timing.median_ms, "recheck_seed": seed,
                              "recheck_status": again.status,
@@ -238,11 +252,11 @@ class Evaluator:
                              f"then failed on new inputs: {again.message}")
         return again
 
-    def _profile(self, ev: Evaluation, job: HarnessJob, counts: tuple) -> None:
+    def add_profile(self, ev: Evaluation, prof, counts: tuple) -> None:
+        """Attach a profiler result to a verified candidate's Evaluation, with the diagnosis."""
         from .profiler.diagnosis import diagnose, peaks_for_device
 
         device = ev.harness.device_name if ev.harness else ""
-        prof = self.profiler.profile(job, device)
         ev.stage_s["profile"] = prof.wall_s or 0.0
         if not prof.ok:
             if not self._profile_warned:

@@ -9,10 +9,13 @@ crash under replay, an unknown metric) comes back as a ProfileResult status.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,7 +67,8 @@ def import_report(path: Path, ncu: str | None = None) -> tuple[str, object]:
 
 
 class NcuProfiler:
-    """Profiles one verified candidate per ncu process."""
+    """Profiles verified candidates: one per ncu process (:meth:`profile`), or several under one
+    ncu process (:meth:`profile_batch`)."""
 
     def __init__(self, *, ncu: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, clock_control: str = "base",
                  cache_dir: Path | None = None, python: str | None = None, metrics: list[str] | None = None):
@@ -140,3 +144,114 @@ class NcuProfiler:
         values = extract_metrics(launches[-1])
         return ProfileResult(ProfileStatus.OK, "", metrics=values, diagnosis=[], raw_csv=text, wall_s=wall,
                              dropped_metrics=dropped)
+
+    def _cmd(self, metrics: list[str], includes: list[str], rep: Path, child: list[str]) -> list[str]:
+        cmd = [self.ncu, "--nvtx"]
+        for tag in includes:
+            cmd += ["--nvtx-include", f"optiml@optiml.profile.{tag}/"]
+        return cmd + ["--metrics", ",".join(metrics), "--clock-control", self.clock_control,
+                      "--cache-control", "all", "-o", str(rep), "-f", self.python, "-m", "optiml.verify.worker", *child]
+
+    def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None) -> list[ProfileResult]:
+        """Profile several verified candidates (HarnessJobs, one device) under one ncu process, each
+        launch selected by its own NVTX range; one ProfileResult per job, in order.
+
+        ``gpu_lock`` (a context manager) is held only while the candidates run under ncu: the
+        child starts, opens its context and loads the kernels first, so ncu's start-up overlaps
+        other work on the device. A candidate the batch did not reach (one before it faulted under
+        replay) gets a ``replay_failed`` result; profile it alone to be sure."""
+        if not jobs:
+            return []
+        if self.ncu is None:
+            return [ProfileResult.failure(ProfileStatus.NCU_MISSING, "ncu (Nsight Compute) was not found on PATH")] * len(jobs)
+        t0 = time.perf_counter()
+        metrics, dropped = self.metric_list(device_name)
+        tags = [uuid.uuid4().hex[:12] for _ in jobs]
+        with tempfile.TemporaryDirectory(prefix="optiml-ncu-") as tmp:
+            d = Path(tmp)
+            (d / "jobs.pkl").write_bytes(pickle.dumps([(t, replace(j, time_it=False)) for t, j in zip(tags, jobs)]))
+            rep = d / "profile"
+            log = open(d / "ncu.log", "wb")
+            proc = subprocess.Popen(self._cmd(metrics, tags, rep, ["--profile-batch", str(d)]), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env(),
+                                    start_new_session=True)
+            log.close()
+            deadline = time.monotonic() + self.timeout_s * max(1, len(jobs)) ** 0.5
+            held_s = 0.0
+            try:
+                if _wait_for(d / "ready", proc, deadline):
+                    with (gpu_lock if gpu_lock is not None else contextlib.nullcontext()):
+                        t_lock = time.perf_counter()
+                        (d / "go").write_text("")
+                        _wait_for(d / "finished", proc, deadline)
+                        held_s = time.perf_counter() - t_lock
+                code = proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is None or proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                wall = time.perf_counter() - t0
+                return [ProfileResult.failure(ProfileStatus.TIMEOUT, f"ncu did not finish a batch of {len(jobs)} in time",
+                                              wall_s=wall / len(jobs), dropped_metrics=dropped)] * len(jobs)
+            out = (d / "ncu.log").read_text(errors="replace")
+            done = set(_read_lines(d / "done.txt"))
+            error = (d / "error.txt").read_text(errors="replace").strip() if (d / "error.txt").exists() else ""
+            report = rep.with_suffix(".ncu-rep")
+            text = ""
+            if report.exists():
+                _, text = _run([self.ncu, "-i", str(report), "--csv", "--page", "raw", "--print-units", "base"], 300)
+        wall = time.perf_counter() - t0
+        self.last_batch = {"jobs": len(jobs), "wall_s": wall, "gpu_held_s": held_s}
+        share = wall / len(jobs)
+        if not text:
+            failure = classify_ncu_failure(out) or (ProfileStatus.ERROR, f"ncu wrote no report (exit code {code}): "
+                                                    + (error or (out.strip().splitlines()[-1] if out.strip() else "no output")))
+            return [ProfileResult.failure(failure[0], failure[1], wall_s=share, dropped_metrics=dropped)] * len(jobs)
+        try:
+            launches = parse_raw_csv(text).launches
+        except ValueError:
+            launches = []
+        results = []
+        for tag in tags:
+            mine = [lc for lc in launches if any(f"optiml.profile.{tag}" in n for n in lc.nvtx_names)]
+            if not mine or tag not in done:
+                why = f" ({error})" if error else ""
+                results.append(ProfileResult.failure(ProfileStatus.REPLAY_FAILED,
+                                                     f"ncu profiled no launch of this candidate in its batch{why}",
+                                                     wall_s=share, dropped_metrics=dropped))
+                continue
+            results.append(ProfileResult(ProfileStatus.OK, "", metrics=extract_metrics(mine[-1]), diagnosis=[],
+                                         raw_csv=_csv_rows(text, launches.index(mine[-1]), len(launches)),
+                                         wall_s=share, dropped_metrics=dropped))
+        return results
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, deadline: float) -> bool:
+    """Until ``path`` exists (True), the process exits or the deadline passes (False)."""
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            return path.exists()
+        time.sleep(0.002)
+    return True
+
+
+def _read_lines(p: Path) -> list[str]:
+    try:
+        return [ln.strip() for ln in p.read_text().splitlines() if ln.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _csv_rows(text: str, index: int, count: int) -> str:
+    """The raw CSV's header rows plus launch ``index``'s row (of ``count``): each candidate keeps
+    its own evidence, in the same format. The whole text when the rows do not line up."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        return text
+    rows = [ln for ln in lines[start + 2:] if ln.startswith('"')]
+    if len(rows) != count:
+        return text
+    return "\n".join(lines[start:start + 2] + [rows[index]]) + "\n"

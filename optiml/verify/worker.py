@@ -13,6 +13,7 @@ import os
 import pickle
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,12 +54,20 @@ class Gpu:
         self.name = self.dev.name()
         self.l2_bytes = self.dev.get_attribute(drv.device_attribute.L2_CACHE_SIZE)
         self.stream = drv.Stream()
+        self._modules: dict[str, object] = {}     # cubin path -> module, for the life of a job
+        self.keep: set[str] = set()               # cubins kept across jobs (the seed reference)
 
     def load(self, kb: KernelBinary, spec: TaskSpec):
-        mod = self.drv.module_from_file(kb.cubin_path)
+        mod = self._modules.get(kb.cubin_path)
+        if mod is None:
+            mod = self._modules[kb.cubin_path] = self.drv.module_from_file(kb.cubin_path)
         fn = mod.get_function(kb.symbol)
         fn.prepare("".join("P" if a.is_array else _STRUCT[a.dtype] for a in spec.args))
         return mod, fn
+
+    def unload_candidates(self) -> None:
+        """Drop every module but the kept ones (a persistent worker between jobs)."""
+        self._modules = {k: m for k, m in self._modules.items() if k in self.keep}
 
     def close(self):
         try:
@@ -170,6 +179,7 @@ def _python_outputs(fn, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]
 def _reference_fn(gpu: Gpu, job: HarnessJob):
     """The seed reference kernel, or the user's Python reference function."""
     if job.reference is not None:
+        gpu.keep.add(job.reference.cubin_path)
         return gpu.load(job.reference, job.spec)[1]
     return _python_reference(job.spec)
 
@@ -337,6 +347,43 @@ def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage) -> None:
     dc.free()
 
 
+def profile_batch(workdir: str) -> int:
+    """Profile mode for several candidates under one ncu process: ``WORKDIR/jobs.pkl`` holds
+    ``[(tag, HarnessJob), ...]``. The child opens its context and loads every kernel, writes
+    ``WORKDIR/ready`` and waits for ``WORKDIR/go`` (the parent holds the GPU from then on), then
+    launches each candidate once to warm up and once inside NVTX range ``optiml.profile.<tag>``,
+    appending the tag to ``WORKDIR/done.txt`` as each one is through; ``WORKDIR/finished``
+    says it is over. A fault stops the batch (the rest are not profiled)."""
+    d = Path(workdir)
+    stage = Stage(d / "stage.txt")
+    jobs = pickle.loads((d / "jobs.pkl").read_bytes())
+    gpu, failed = _open_gpu(jobs[0][1].device)
+    if gpu is None:
+        (d / "error.txt").write_text(failed.message)
+        (d / "ready").write_text("")
+        return 1
+    try:
+        for _, job in jobs:
+            gpu.load(job.candidate, job.spec)
+        (d / "ready").write_text("")
+        go = d / "go"
+        while not go.exists():
+            time.sleep(0.002)
+        with open(d / "done.txt", "a") as done:
+            for tag, job in jobs:
+                try:
+                    profile_once(gpu, replace(job, profile_tag=tag), stage)
+                except (KernelFault, gpu.drv.Error) as e:
+                    (d / "error.txt").write_text(f"{tag}: {e}")
+                    break
+                done.write(tag + "\n")
+                done.flush()
+        return 0
+    finally:
+        (d / "finished").write_text("")
+        gpu.close()
+
+
 def timing_stats(samples: list[float], warmup: int, input_sets: int, flushed: bool) -> TimingResult:
     a = np.asarray(samples, dtype=np.float64)
     q10, q25, q50, q75, q90 = np.percentile(a, [10, 25, 50, 75, 90])
@@ -353,49 +400,95 @@ def _copy_on_device(gpu: Gpu, src, nbytes: int):
     return dst
 
 
+def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
+    """Verify, then time (and check the timed launches), or profile: one job in an open context."""
+    result = HarnessResult(status="ok", device_name=gpu.name)
+    if job.profile_tag:
+        try:
+            profile_once(gpu, job, stage)
+        except (KernelFault, gpu.drv.Error) as e:
+            result.status, result.message = "runtime_error", f"while profiling: {e}"
+        return result
+    try:
+        ref = _reference_fn(gpu, job)
+        ok = verify(gpu, job, stage, result, ref)
+    except gpu.drv.Error as e:  # loading the module or function
+        result.status, result.message = "launch_error", f"could not load the kernel: {e}"
+        return result
+    if ok and job.time_it:
+        try:
+            binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
+            timings, after = time_kernels(gpu, job, stage, binaries)
+            result.timing = timings[0]
+            result.baseline_timing = timings[1] if len(timings) > 1 else None
+            _check_after_timing(gpu, job, stage, result, ref, *after)
+        except KernelFault as e:
+            result.status, result.message = "runtime_error", f"while timing: {e}"
+    stage("done")
+    return result
+
+
+def _open_gpu(device: int) -> tuple[Gpu | None, HarnessResult | None]:
+    try:
+        return Gpu(device), None
+    except ImportError:
+        return None, HarnessResult("harness_error", "pycuda is not installed; install optiml with the gpu extra "
+                                   "(pip install 'optiml-kernels[gpu]')")
+    except Exception as e:
+        return None, HarnessResult("harness_error", f"could not open GPU {device}: {e}")
+
+
 def main(jobdir: str) -> int:
+    """One job in a fresh process: ``JOBDIR/job.pkl`` in, ``JOBDIR/result.json`` out."""
     d = Path(jobdir)
     stage = Stage(d / "stage.txt")
     job: HarnessJob = pickle.loads((d / "job.pkl").read_bytes())
-    result = HarnessResult(status="ok")
     stage("initialising CUDA")
-    gpu = None
+    gpu, failed = _open_gpu(job.device)
+    if gpu is None:
+        return _write(d / "result.json", failed)
     try:
-        try:
-            gpu = Gpu(job.device)
-        except ImportError:
-            result.status, result.message = "harness_error", "pycuda is not installed; install optiml with the gpu extra (pip install 'optiml-kernels[gpu]')"
-            return _write(d, result)
-        except Exception as e:
-            result.status, result.message = "harness_error", f"could not open GPU {job.device}: {e}"
-            return _write(d, result)
-        result.device_name = gpu.name
-        if job.profile_tag:
-            try:
-                profile_once(gpu, job, stage)
-            except (KernelFault, gpu.drv.Error) as e:
-                result.status, result.message = "runtime_error", f"while profiling: {e}"
-            return _write(d, result)
-        try:
-            ref = _reference_fn(gpu, job)
-            ok = verify(gpu, job, stage, result, ref)
-        except gpu.drv.Error as e:  # loading the module or function
-            result.status, result.message = "launch_error", f"could not load the kernel: {e}"
-            return _write(d, result)
-        if ok and job.time_it:
-            try:
-                binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
-                timings, after = time_kernels(gpu, job, stage, binaries)
-                result.timing = timings[0]
-                result.baseline_timing = timings[1] if len(timings) > 1 else None
-                _check_after_timing(gpu, job, stage, result, ref, *after)
-            except KernelFault as e:
-                result.status, result.message = "runtime_error", f"while timing: {e}"
-        stage("done")
-        return _write(d, result)
+        return _write(d / "result.json", run_job(gpu, job, stage))
+    finally:
+        gpu.close()
+
+
+def serve(workdir: str, ctrl_fd: int, device: int) -> int:
+    """The persistent worker: one CUDA context for many jobs. Reads job numbers from stdin, runs
+    ``WORKDIR/job-N.pkl``, writes ``WORKDIR/result-N.json`` and answers ``done N`` on ``ctrl_fd``.
+    A job that faulted (its context may be unusable) is the last: the worker exits after it and
+    the parent starts a fresh one."""
+    d = Path(workdir)
+    stage = Stage(d / "stage.txt")
+    ctrl = os.fdopen(ctrl_fd, "w", buffering=1)
+    stage("initialising CUDA")
+    gpu, failed = _open_gpu(device)
+    try:
+        for line in sys.stdin:
+            n = line.strip()
+            if not n:
+                continue
+            job: HarnessJob = pickle.loads((d / f"job-{n}.pkl").read_bytes())
+            if gpu is None:
+                result = failed
+            elif job.device != device:
+                result = HarnessResult("harness_error", f"this worker holds GPU {device}, the job asks for {job.device}")
+            else:
+                result = run_job(gpu, job, stage)
+            _write(d / f"result-{n}.json", result)
+            fault = gpu is None or result.status in FAULTS
+            ctrl.write(f"done {n}{' exit' if fault else ''}\n")
+            if fault:
+                break
+            gpu.unload_candidates()
     finally:
         if gpu is not None:
             gpu.close()
+    return 0
+
+
+# after these the context may be broken (a sticky CUDA error): the persistent worker exits
+FAULTS = frozenset({"runtime_error", "launch_error", "timeout", "harness_error", "reference_error"})
 
 
 def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref,
@@ -417,13 +510,17 @@ def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: Harness
         result.message = f"the outputs of the timed launches are wrong (verified launches were right): {check.message}"
 
 
-def _write(d: Path, result: HarnessResult) -> int:
-    tmp = d / "result.json.tmp"
+def _write(path: Path, result: HarnessResult) -> int:
+    tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(result.to_dict()))
-    os.replace(tmp, d / "result.json")
+    os.replace(tmp, path)
     sys.stdout.flush()
     return 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--serve":        # --serve WORKDIR CTRL_FD DEVICE
+        sys.exit(serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    if sys.argv[1] == "--profile-batch":     # --profile-batch WORKDIR (run under ncu)
+        sys.exit(profile_batch(sys.argv[2]))
     sys.exit(main(sys.argv[1]))

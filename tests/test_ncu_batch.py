@@ -1,0 +1,128 @@
+"""Several candidates under one ncu process (NcuProfiler.profile_batch), with a fake ncu: a
+Python script standing in for ncu that plays the child's side of the ready/go handshake and
+then answers `ncu -i` with a raw CSV whose rows carry the batch's NVTX ranges (built from a
+real H100 export). What is checked: each candidate gets the metrics of the row in its own range,
+the GPU lock is held only between go and finished, a candidate the batch did not reach is a
+replay_failed status, and a hung ncu is a timeout."""
+import stat
+import sys
+import threading
+import time
+
+from optiml.profiler.ncu import NcuProfiler
+from optiml.profiler.types import ProfileStatus
+from optiml.spec import Launch
+from optiml.verify.harness import Case, HarnessJob, KernelBinary
+from tests.conftest import DATA
+from tests.test_spec import load
+
+FIXTURE = DATA / "ncu" / "h100_hgemm_naive_vs_wmma_nvtx_raw.csv"
+
+FAKE = r'''#!{python}
+import os, sys, time, pathlib
+args = sys.argv[1:]
+if args[:1] == ["--version"]:
+    print("Version 2025.3.1.0"); sys.exit(0)
+if args[:1] == ["--query-metrics"]:
+    sys.exit(0)
+if args[:1] == ["-i"]:
+    tags = pathlib.Path(args[1]).read_text().split()
+    lines = pathlib.Path({fixture!r}).read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+    rows = [l for l in lines[start + 2:] if l.startswith('"')]
+    print("\n".join(lines[start:start + 2]))
+    for i, tag in enumerate(tags):               # alternate the two real rows
+        print(rows[i % 2].replace("optiml.profile.hn", "optiml.profile." + tag).replace("optiml.profile.hw", "optiml.profile." + tag))
+    sys.exit(0)
+tags = [a.split("optiml.profile.")[1].rstrip("/") for a in args if a.startswith("optiml@optiml.profile.")]
+rep = args[args.index("-o") + 1]
+d = pathlib.Path(args[-1])
+mode = os.environ.get("FAKE_NCU_MODE", "ok")
+if mode == "hang":
+    time.sleep(600)
+(d / "ready").write_text("")
+while not (d / "go").exists():
+    time.sleep(0.005)
+(d / "events").write_text(str(time.monotonic()))
+time.sleep(0.2)                                    # "profiling"
+reached = tags[:1] if mode == "fault" else tags
+(d / "done.txt").write_text("".join(t + "\n" for t in reached))
+if mode == "fault":
+    (d / "error.txt").write_text(tags[1] + ": an illegal memory access was encountered")
+(d / "finished").write_text("")
+pathlib.Path(rep + ".ncu-rep").write_text(" ".join(reached))
+'''
+
+
+def fake_ncu(tmp_path):
+    p = tmp_path / "ncu"
+    p.write_text(FAKE.format(python=sys.executable, fixture=str(FIXTURE)))
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    return str(p)
+
+
+def jobs(tmp_path, n):
+    spec = load(tmp_path)
+    kb = KernelBinary("/nonexistent.cubin", "scale", (Launch((1, 1, 1), (1, 1, 1), 0),) * 3)
+    return [HarnessJob(spec=spec, candidate=kb, reference=None, cases=(Case(1, i),)) for i in range(n)]
+
+
+class RecordingLock:
+    def __init__(self):
+        self.lock, self.held = threading.Lock(), []
+
+    def __enter__(self):
+        self.lock.acquire()
+        self.held.append([time.monotonic(), None])
+
+    def __exit__(self, *exc):
+        self.held[-1][1] = time.monotonic()
+        self.lock.release()
+
+
+def test_each_candidate_gets_the_row_of_its_own_range(tmp_path):
+    prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache")
+    lock = RecordingLock()
+    results = prof.profile_batch(jobs(tmp_path, 3), "NVIDIA H100 80GB HBM3", gpu_lock=lock)
+    assert [r.status for r in results] == [ProfileStatus.OK] * 3
+    # rows alternate between the naive and the wmma launch of the real export: their tensor-pipe use differs
+    tensor = [r.metrics.get("tensor_pipe_active_pct") for r in results]
+    assert tensor[0] == tensor[2] and tensor[0] != tensor[1]
+    assert all(r.raw_csv.count("\n") == 3 for r in results)       # names, units, its own row
+    assert len(lock.held) == 1 and lock.held[0][1] - lock.held[0][0] >= 0.2
+    assert prof.last_batch["jobs"] == 3
+
+
+def test_the_gpu_is_not_held_while_ncu_starts(tmp_path, monkeypatch):
+    # another user of the GPU holds the lock; the batch's child gets ready meanwhile and waits
+    prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache")
+    lock = RecordingLock()
+    lock.lock.acquire()
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=prof.profile_batch(jobs(tmp_path, 2), "gpu", gpu_lock=lock)))
+    t.start()
+    time.sleep(1.0)
+    assert t.is_alive()
+    released = time.monotonic()
+    lock.lock.release()
+    t.join(30)
+    assert [r.status for r in out["r"]] == [ProfileStatus.OK] * 2
+    assert lock.held[0][0] >= released
+
+
+def test_a_candidate_the_batch_did_not_reach_is_replay_failed(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "fault")
+    prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache")
+    first, second, third = prof.profile_batch(jobs(tmp_path, 3), "gpu")
+    assert first.status is ProfileStatus.OK
+    assert second.status is third.status is ProfileStatus.REPLAY_FAILED
+    assert "illegal memory access" in second.message
+
+
+def test_a_hung_batch_is_a_timeout(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache", timeout_s=1.0)
+    t0 = time.monotonic()
+    results = prof.profile_batch(jobs(tmp_path, 2), "gpu")
+    assert [r.status for r in results] == [ProfileStatus.TIMEOUT] * 2
+    assert time.monotonic() - t0 < 15

@@ -1,0 +1,92 @@
+"""The persistent GPU worker's parent side (optiml.verify.server.WorkerHarness), exercised with
+fake children (bash scripts standing in for `python -m optiml.verify.worker --serve DIR FD DEV`):
+one child serves many jobs; a job that hangs, kills its child or floods the log costs that job
+alone, and the next job gets a fresh child."""
+import importlib.util
+import stat
+from pathlib import Path
+
+import pytest
+
+from optiml.spec import Launch
+from optiml.verify.harness import Case, HarnessJob, KernelBinary
+from optiml.verify.server import WorkerHarness
+from tests.test_spec import load
+
+# $4 = work dir, $5 = control fd; each line on stdin is a job number
+SERVE = '''#!/bin/bash
+dir="$4"; fd="$5"
+while read n; do
+  echo "job $n" >> "$dir/seen"
+  %s
+  echo '{"status": "ok", "message": "job '"$n"'"}' > "$dir/result-$n.json"
+  echo "done $n" >&"$fd"
+done
+'''
+
+
+def fake_python(tmp_path: Path, per_job: str = ":") -> str:
+    p = tmp_path / "fake-python"
+    p.write_text(SERVE % per_job)
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    return str(p)
+
+
+@pytest.fixture
+def job(tmp_path):
+    spec = load(tmp_path)
+    kb = KernelBinary("/nonexistent.cubin", "scale", (Launch((1, 1, 1), (1, 1, 1), 0),) * 3)
+    return HarnessJob(spec=spec, candidate=kb, reference=None, cases=(Case(1, 1),))
+
+
+def test_one_child_serves_many_jobs(tmp_path, job):
+    with WorkerHarness(python=fake_python(tmp_path), timeout_s=30) as h:
+        results = [h.run(job) for _ in range(5)]
+        assert [r.status for r in results] == ["ok"] * 5
+        assert [r.message for r in results] == [f"job {n}" for n in range(1, 6)]
+        assert h.starts == 1
+
+
+def test_a_hanging_job_is_killed_and_the_next_gets_a_fresh_child(tmp_path, job):
+    py = fake_python(tmp_path, 'if [ "$n" = 2 ]; then echo "timing: warm-up" > "$dir/stage.txt"; echo spinning; sleep 600; fi')
+    with WorkerHarness(python=py, timeout_s=1.0) as h:
+        first, second, third = h.run(job), h.run(job), h.run(job)
+        assert first.status == "ok" and third.status == "ok"
+        assert second.status == "timeout" and "1 s" in second.message and "timing: warm-up" in second.message
+        assert "spinning" in second.log_tail and "spinning" not in third.log_tail
+        assert second.wall_s < 20
+        assert h.starts == 2
+
+
+def test_a_child_that_dies_is_a_runtime_error_with_its_stage(tmp_path, job):
+    py = fake_python(tmp_path, 'if [ "$n" = 1 ]; then echo "candidate at sizes {N: 77}" > "$dir/stage.txt"; echo boom >&2; kill -SEGV $$; fi')
+    with WorkerHarness(python=py, timeout_s=30) as h:
+        died, after = h.run(job), h.run(job)
+        assert died.status == "runtime_error" and "SIGSEGV" in died.message and "candidate at sizes" in died.message
+        assert "boom" in died.log_tail
+        assert after.status == "ok" and h.starts == 2
+
+
+def test_a_child_flooding_the_log_is_stopped(tmp_path, job):
+    py = fake_python(tmp_path, 'if [ "$n" = 1 ]; then yes "still printing"; fi')
+    with WorkerHarness(python=py, timeout_s=60, log_limit=2 << 20) as h:
+        flooded = h.run(job)
+        assert flooded.status == "runtime_error" and "printed more than 2 MiB" in flooded.message
+        assert flooded.wall_s < 20 and len(flooded.log_tail) < 10_000
+        assert h.run(job).status == "ok"
+
+
+def test_a_job_for_another_device_is_a_bug(tmp_path, job):
+    from dataclasses import replace
+
+    with WorkerHarness(device=0, python=fake_python(tmp_path), timeout_s=30) as h:
+        with pytest.raises(ValueError):
+            h.run(replace(job, device=1))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="pycuda is installed here")
+def test_real_worker_without_pycuda_reports_it_and_restarts(job):
+    with WorkerHarness(timeout_s=60) as h:
+        a, b = h.run(job), h.run(job)
+        assert a.status == b.status == "harness_error" and "pycuda is not installed" in a.message
+        assert h.starts == 2           # a harness error is a fault: the child left, a new one came
