@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -210,6 +211,8 @@ class NvccBuilder:
         self.arch = normalize_arch(arch)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.timeout_s = timeout_s
+        self._locks: dict[str, threading.Lock] = {}     # one build of a key at a time (builds run in threads)
+        self._locks_guard = threading.Lock()
 
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
         h = hashlib.sha256()
@@ -223,6 +226,12 @@ class NvccBuilder:
         """Compile ``source``; ``name`` is the file name compiler messages will show."""
         flags = tuple(flags)
         key = self.key(source, flags, include_dir)
+        with self._locks_guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            return self._build(key, source, flags, include_dir, name)
+
+    def _build(self, key: str, source: str, flags: tuple[str, ...], include_dir: Path | None, name: str) -> BuildResult:
         d = self.cache_dir / key
         meta = d / "build.json"
         if meta.is_file():

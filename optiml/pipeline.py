@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -79,6 +80,7 @@ class Evaluator:
         self.device = device
         self.kernel_name = kernel_name
         self._reference: KernelBinary | None = None
+        self._reference_lock = threading.Lock()
         self.profiler = profiler           # profiles verified candidates only; None: runtime alone
         self._profile_warned = False
 
@@ -136,6 +138,10 @@ class Evaluator:
         """The seed's binary when the spec's reference is the seed (built once)."""
         if self.spec.reference.kind != "seed":
             return None
+        with self._reference_lock:
+            return self._reference_locked()
+
+    def _reference_locked(self) -> KernelBinary:
         if self._reference is None:
             kb, ev = self._binary(Candidate(self.seed_source, name=self.kernel_name))
             if kb is None:

@@ -1,0 +1,264 @@
+"""The evaluation pipeline's stages run concurrently: :class:`EvaluationPool`.
+
+:meth:`EvaluationPool.submit` returns a future of the same :class:`~optiml.pipeline.Evaluation`
+that :meth:`Evaluator.evaluate` gives, but many candidates move at once:
+
+* **builds** (parse, launch checks, nvcc) run on a thread pool, one nvcc per CPU core, ahead of
+  the GPUs;
+* **one persistent GPU worker per device** (:class:`~optiml.verify.server.WorkerHarness`)
+  verifies and times; a built candidate goes to whichever device is free;
+* **verified candidates are profiled in batches**, several under one ncu process
+  (:meth:`~optiml.profiler.ncu.NcuProfiler.profile_batch`), on the device's profile thread.
+
+On each device one :class:`FairLock` orders everything that must have the GPU to itself:
+timing, and the candidates' launches under ncu (whose start-up, before it takes the lock,
+overlaps the other work). So no timing ever shares the GPU with a profiled or timed launch.
+Failures are statuses, as in the sequential pipeline; an exception in a stage is a bug in
+optiml and is set on the candidate's future.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from loguru import logger
+
+from .pipeline import Candidate, Evaluation, Evaluator
+
+DEFAULT_MAX_BATCH = 16
+BATCH_WAIT_S = 0.5      # a profile batch waits at most this long for company while the GPUs still have work
+
+
+class FairLock:
+    """A lock granted in the order it was asked for (a plain Lock lets a thread that releases
+    and re-acquires in a loop starve the others)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._next = 0          # tickets handed out
+        self._serving = 0       # ticket now allowed in
+        self.held_s = 0.0       # total time held
+        self._since = 0.0
+
+    def __enter__(self):
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            while ticket != self._serving:
+                self._cond.wait()
+        self._since = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self.held_s += time.perf_counter() - self._since
+            self._serving += 1
+            self._cond.notify_all()
+
+
+@dataclass
+class _Item:
+    candidate: Candidate
+    future: Future
+    t0: float
+    kb: object = None
+    ev: Evaluation | None = None
+    job: object = None
+    counts: tuple = ()
+    device: int = 0
+    profile: bool = True
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+class _Device:
+    def __init__(self, index: int, harness):
+        self.index = index
+        self.harness = harness
+        self.lock = FairLock()
+        self.name = ""
+        self.jobs = 0
+        self.batches: list[int] = []
+
+
+class EvaluationPool:
+    """Concurrent evaluation over ``devices`` (CUDA ordinals). ``harness_factory(device)`` makes
+    each device's harness (default: a persistent :class:`WorkerHarness`); the profiler is the
+    evaluator's (None: runtime alone)."""
+
+    def __init__(self, evaluator: Evaluator, devices=(0,), *, build_workers: int | None = None,
+                 harness_factory=None, timeout_s: float | None = None, max_batch: int = DEFAULT_MAX_BATCH):
+        from .verify.harness import DEFAULT_TIMEOUT_S
+        from .verify.server import WorkerHarness
+
+        if not devices:
+            raise ValueError("an EvaluationPool needs at least one device")
+        self.evaluator = evaluator
+        self.profiler = evaluator.profiler
+        self.max_batch = max(1, max_batch)
+        timeout_s = timeout_s or getattr(evaluator.harness, "timeout_s", DEFAULT_TIMEOUT_S)
+        factory = harness_factory or (lambda d: WorkerHarness(d, timeout_s=timeout_s))
+        self.devices = [_Device(d, factory(d)) for d in devices]
+        for dev in self.devices:                 # open the contexts while the first builds run
+            start = getattr(dev.harness, "start", None)
+            if start is not None:
+                start()
+        self._builds = ThreadPoolExecutor(build_workers or max(1, (os.cpu_count() or 2) - 1),
+                                          thread_name_prefix="optiml-build")
+        self._gpu_q: queue.Queue = queue.Queue()
+        self._prof: collections.deque[_Item] = collections.deque()
+        self._prof_cond = threading.Condition()
+        self._outstanding = 0                    # submitted, not finished
+        self._count_lock = threading.Lock()
+        self._closed = False
+        self._threads = []
+        for dev in self.devices:
+            self._threads.append(threading.Thread(target=self._gpu_loop, args=(dev,), daemon=True,
+                                                  name=f"optiml-gpu{dev.index}"))
+            if self.profiler is not None:
+                self._threads.append(threading.Thread(target=self._profile_loop, args=(dev,), daemon=True,
+                                                      name=f"optiml-ncu{dev.index}"))
+        for t in self._threads:
+            t.start()
+
+    # -- the caller's side -------------------------------------------------------------------------
+    def submit(self, candidate: Candidate, *, profile: bool = True) -> Future:
+        if self._closed:
+            raise RuntimeError("the EvaluationPool is closed")
+        fut: Future = Future()
+        item = _Item(candidate, fut, time.perf_counter(), profile=profile and self.profiler is not None)
+        with self._count_lock:
+            self._outstanding += 1
+        self._builds.submit(self._guard, self._build, item)
+        return fut
+
+    def evaluate(self, candidate: Candidate, **kw) -> Evaluation:
+        """One candidate, start to end (the sequential protocol, through the pool)."""
+        return self.submit(candidate, **kw).result()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._builds.shutdown(wait=True)
+        for _ in self.devices:
+            self._gpu_q.put(None)
+        with self._prof_cond:
+            self._prof_cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=600)
+        for dev in self.devices:
+            close = getattr(dev.harness, "close", None)
+            if close is not None:
+                close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def stats(self) -> dict:
+        """Per device: jobs run, time the GPU was held (timing and profiled launches), batch sizes."""
+        return {dev.index: {"jobs": dev.jobs, "gpu_held_s": dev.lock.held_s, "profile_batches": list(dev.batches),
+                            "worker_starts": getattr(dev.harness, "starts", None)} for dev in self.devices}
+
+    # -- the stages ----------------------------------------------------------------------------------
+    def _guard(self, stage, *args) -> None:
+        try:
+            stage(*args)
+        except BaseException as e:            # a bug in optiml: the caller sees it on the future
+            items = args[0] if isinstance(args[0], list) else [args[0]]
+            logger.exception("stage {} failed", getattr(stage, "__name__", stage))
+            for item in items:
+                if not item.future.done():
+                    self._done(item, exc=e)
+
+    def _done(self, item: _Item, exc: BaseException | None = None) -> None:
+        with self._count_lock:
+            self._outstanding -= 1
+        if exc is not None:
+            item.future.set_exception(exc)
+            return
+        item.ev.wall_s = time.perf_counter() - item.t0
+        item.future.set_result(item.ev)
+
+    def _build(self, item: _Item) -> None:
+        item.kb, item.ev = self.evaluator.build(item.candidate)
+        if item.kb is None:
+            self._done(item)
+            return
+        item.queued_at = time.perf_counter()
+        self._gpu_q.put(item)
+
+    def _gpu_loop(self, dev: _Device) -> None:
+        while True:
+            item = self._gpu_q.get()
+            if item is None:
+                return
+            self._guard(self._gpu_stage, item, dev)
+
+    def _gpu_stage(self, item: _Item, dev: _Device) -> None:
+        ev = item.ev
+        ev.stage_s["gpu_queue"] = time.perf_counter() - item.queued_at
+        item.job = self.evaluator.job(item.kb, ev, device=dev.index)
+        if item.job is None:
+            self._done(item)
+            return
+        with dev.lock:
+            hr = dev.harness.run(item.job)
+            item.counts = self.evaluator.judge(ev, item.job, hr, dev.harness)
+        dev.jobs += 1
+        dev.name = dev.name or (hr.device_name or "")
+        if ev.status != "ok" or not item.profile:
+            self._done(item)
+            return
+        item.device = dev.index
+        item.queued_at = time.perf_counter()
+        with self._prof_cond:
+            self._prof.append(item)
+            self._prof_cond.notify_all()
+
+    def _take_batch(self) -> list[_Item] | None:
+        """The next batch to profile: as many as are waiting (up to max_batch) once there are
+        max_batch of them, or no built candidate waits for a GPU, or the oldest has waited
+        BATCH_WAIT_S; None when the pool closes. ncu's start-up does not hold the GPU, so a
+        small batch costs little GPU time; meanwhile the next batch gathers."""
+        with self._prof_cond:
+            while True:
+                if self._prof:
+                    waited = time.perf_counter() - self._prof[0].queued_at
+                    if (len(self._prof) >= self.max_batch or self._gpu_q.empty() or waited >= BATCH_WAIT_S
+                            or self._closed):
+                        return [self._prof.popleft() for _ in range(min(self.max_batch, len(self._prof)))]
+                    self._prof_cond.wait(timeout=BATCH_WAIT_S - waited)
+                elif self._closed:
+                    return None
+                else:
+                    self._prof_cond.wait(timeout=0.5)
+
+    def _profile_loop(self, dev: _Device) -> None:
+        while True:
+            batch = self._take_batch()
+            if batch is None:
+                return
+            self._guard(self._profile_stage, batch, dev)
+
+    def _profile_stage(self, batch: list[_Item], dev: _Device) -> None:
+        from .profiler.types import ProfileStatus
+
+        now = time.perf_counter()
+        for item in batch:
+            item.ev.stage_s["profile_queue"] = now - item.queued_at
+        jobs = [replace(item.job, device=dev.index) for item in batch]
+        results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=dev.lock)
+        dev.batches.append(len(batch))
+        for item, job, prof in zip(batch, jobs, results):
+            if len(batch) > 1 and prof.status is ProfileStatus.REPLAY_FAILED:
+                prof = self.profiler.profile_batch([job], dev.name, gpu_lock=dev.lock)[0]   # alone, to be sure
+            self.evaluator.add_profile(item.ev, prof, item.counts)
+            self._done(item)

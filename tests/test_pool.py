@@ -1,0 +1,175 @@
+"""EvaluationPool: the pipeline's stages run concurrently (real nvcc builds; fake harnesses and
+a fake batch profiler stand in for the GPU and ncu, and record what they were given and when)."""
+import threading
+import time
+
+import pytest
+
+from optiml.build import NvccBuilder
+from optiml.pipeline import Candidate, Evaluator
+from optiml.pool import EvaluationPool, FairLock
+from optiml.profiler.types import ProfileResult, ProfileStatus
+from optiml.verify.harness import HarnessResult, TimingResult
+from tests.test_spec import KERNEL, load
+
+BLOCKS = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320)
+
+
+def timing(ms):
+    return TimingResult(ms, ms, ms, ms, ms, ms, 0.0, 10, 3, 1, True, [ms] * 10)
+
+
+class Clock:
+    """Intervals during which something held a GPU, per device, to check none overlap."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.intervals: dict[int, list] = {}
+
+    def record(self, device, t0, t1, what):
+        with self.lock:
+            self.intervals.setdefault(device, []).append((t0, t1, what))
+
+    def overlaps(self):
+        bad = []
+        for dev, iv in self.intervals.items():
+            iv = sorted(iv)
+            bad += [(dev, a, b) for a, b in zip(iv, iv[1:]) if b[0] < a[1]]
+        return bad
+
+
+class FakeGpuHarness:
+    """Answers ok after a short 'GPU' time; faults on the candidates the test names."""
+
+    def __init__(self, device, clock, fault_blocks=(), boom_blocks=()):
+        self.device, self.clock = device, clock
+        self.fault_blocks, self.boom_blocks = fault_blocks, boom_blocks
+        self.jobs = []
+
+    def run(self, job):
+        assert job.device == self.device
+        block = job.candidate.constants.get("BLOCK")
+        if block in self.boom_blocks:
+            raise RuntimeError("a bug in the harness")
+        t0 = time.monotonic()
+        time.sleep(0.03)
+        self.clock.record(self.device, t0, time.monotonic(), "time")
+        self.jobs.append(job)
+        if block in self.fault_blocks:
+            return HarnessResult("runtime_error", "an illegal memory access", device_name="Fake GPU")
+        return HarnessResult("ok", timing=timing(1.0 / block), device_name="Fake GPU")
+
+
+class FakeBatchProfiler:
+    def __init__(self, clock, delay=0.15):
+        self.clock, self.delay, self.batches = clock, delay, []
+
+    def profile_batch(self, jobs, device_name="", gpu_lock=None):
+        time.sleep(self.delay)                       # "ncu starting": not holding the GPU
+        with gpu_lock:
+            t0 = time.monotonic()
+            time.sleep(0.01 * len(jobs))
+            self.clock.record(jobs[0].device, t0, time.monotonic(), "ncu")
+        self.batches.append([j.candidate.constants.get("BLOCK") for j in jobs])
+        return [ProfileResult(ProfileStatus.OK, "", metrics={"achieved_occupancy_pct": 50.0}, wall_s=0.01)
+                for _ in jobs]
+
+
+def make(tmp_path, devices=(0,), fault_blocks=(), boom_blocks=(), profile=True, **kw):
+    clock = Clock()
+    harnesses = {}
+
+    def factory(d):
+        harnesses[d] = FakeGpuHarness(d, clock, fault_blocks, boom_blocks)
+        return harnesses[d]
+    spec = load(tmp_path)
+    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"), None,
+                   profiler=FakeBatchProfiler(clock) if profile else None)
+    pool = EvaluationPool(ev, devices, harness_factory=factory, build_workers=2, **kw)
+    return pool, harnesses, clock, ev
+
+
+def src(block):
+    return KERNEL.replace("BLOCK 128", f"BLOCK {block}")
+
+
+def test_every_candidate_is_built_verified_timed_and_profiled(tmp_path):
+    pool, harnesses, clock, ev = make(tmp_path)
+    with pool:
+        futures = [pool.submit(Candidate(src(b))) for b in BLOCKS]
+        results = [f.result(timeout=120) for f in futures]
+    assert [r.status for r in results] == ["ok"] * len(BLOCKS)
+    assert [r.median_ms for r in results] == pytest.approx([1.0 / b for b in BLOCKS])
+    assert all(r.profile is not None and r.profile.ok for r in results)
+    assert sorted(sum(ev.profiler.batches, [])) == sorted(BLOCKS)       # each profiled once
+    assert max(len(b) for b in ev.profiler.batches) > 1                  # several under one "ncu"
+    assert not clock.overlaps()                                           # timing and ncu never share the GPU
+
+
+def test_failures_are_statuses_and_are_not_profiled(tmp_path):
+    pool, harnesses, clock, ev = make(tmp_path, fault_blocks=(64,))
+    with pool:
+        ok, bad_launch, broken, fault = (pool.submit(Candidate(s)).result(timeout=120) for s in (
+            src(32), src(2048), KERNEL.replace("void scale", "void scale(") , src(64)))
+    assert ok.status == "ok"
+    assert bad_launch.status == "launch_config_error" and "1024" in bad_launch.message
+    assert broken.status in ("compile_error", "source_error")
+    assert fault.status == "runtime_error" and fault.profile is None
+    assert sum(ev.profiler.batches, []) == [32]
+
+
+def test_two_devices_share_the_work_and_each_is_exclusive(tmp_path):
+    pool, harnesses, clock, ev = make(tmp_path, devices=(0, 1))
+    with pool:
+        results = [f.result(timeout=120) for f in [pool.submit(Candidate(src(b))) for b in BLOCKS * 2]]
+        stats = pool.stats()
+    assert all(r.status == "ok" for r in results)
+    assert len(harnesses[0].jobs) > 0 and len(harnesses[1].jobs) > 0
+    assert stats[0]["jobs"] + stats[1]["jobs"] == len(BLOCKS) * 2
+    assert not clock.overlaps()
+
+
+def test_a_bug_in_a_stage_reaches_the_caller(tmp_path):
+    pool, harnesses, clock, ev = make(tmp_path, boom_blocks=(96,))
+    with pool:
+        good, bad = pool.submit(Candidate(src(32))), pool.submit(Candidate(src(96)))
+        assert good.result(timeout=120).status == "ok"
+        with pytest.raises(RuntimeError, match="a bug in the harness"):
+            bad.result(timeout=120)
+
+
+def test_builds_run_in_parallel_ahead_of_the_gpu(tmp_path):
+    pool, harnesses, clock, ev = make(tmp_path, profile=False)
+    active, peak = [0], [0]
+    lock = threading.Lock()
+    inner = ev.build
+
+    def counting_build(candidate):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        try:
+            return inner(candidate)
+        finally:
+            with lock:
+                active[0] -= 1
+    ev.build = counting_build
+    with pool:
+        results = [f.result(timeout=120) for f in [pool.submit(Candidate(src(b))) for b in BLOCKS[:6]]]
+    assert all(r.status == "ok" for r in results)
+    assert peak[0] == 2                       # build_workers=2 nvcc at once
+
+
+def test_fair_lock_serves_in_order():
+    lock, order = FairLock(), []
+    lock.__enter__()
+    threads = []
+    for i in range(5):
+        t = threading.Thread(target=lambda i=i: (lock.__enter__(), order.append(i), lock.__exit__()))
+        t.start()
+        threads.append(t)
+        time.sleep(0.05)                      # each asks after the previous one
+    lock.__exit__()
+    for t in threads:
+        t.join(5)
+    assert order == [0, 1, 2, 3, 4] and lock.held_s > 0
