@@ -1,16 +1,19 @@
 """Candidates fully evaluated per minute, and where the time goes (issue 7's benchmark).
 
     python3 bench/throughput.py                          # budget 100, seed 0, two small examples
-    python3 bench/throughput.py --budget 20 --example transpose_naive
+    python3 bench/throughput.py --budget 20 --example transpose_naive --gpus 0,1
+    python3 bench/throughput.py --sequential             # the one-at-a-time pipeline, for comparison
 
-Runs the real search (rules proposer, fixed seed) with the real pipeline (nvcc, the GPU harness,
-ncu) and a real trace store in a temporary directory, wrapping each stage's entry point with a
-timer: propose (the proposer), build (nvcc, cache misses), GPU child (verify + time: one worker
-process per candidate today), profile (ncu), store (SQLite writes), and the rest (the search
-itself, parsing, launching processes). The floor is what the hardware and the vendor tools cost:
-nvcc wall time, ncu wall time and the GPU's own kernel time (every timed sample plus the
-verification launches, estimated as the timing samples' sum times 1.5). optiml's overhead is
-the total minus that floor. Prints one table per example and a JSON line for the record.
+Runs the real search (rules proposer, fixed seed) on the real pipeline (nvcc, the persistent GPU
+workers, ncu in batches) with a real trace store in a temporary directory, as `optiml optimize`
+does (EvaluationPool, several candidates in flight). Every stage's entry point is wrapped with a
+recorder of busy intervals: propose (the proposer), build (nvcc, cache misses), GPU worker
+(verify + time, one persistent worker per GPU), profile (one ncu process per batch), store
+(SQLite writes). The floor is what the hardware and the vendor tools cost: the wall time during
+which nvcc, ncu or a GPU worker was running (the union of their intervals, since they overlap);
+optiml's own overhead is the rest of the wall time (the search, the store, Python glue, waiting
+on nothing). The GPU's own kernel time (timing samples x 1.5) is printed beside it. Prints one
+table per example and a JSON line for the record.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,10 +32,11 @@ EXAMPLES = ("transpose_naive", "reduce_sum")
 
 
 class Timed:
-    """Wraps one method of an object, adding its wall time to ``self.total``."""
+    """Wraps one method of an object, recording the (start, end) of every call (thread-safe)."""
 
     def __init__(self, obj, method: str):
-        self.total, self.calls = 0.0, 0
+        self.intervals: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
         inner = getattr(obj, method)
 
         def wrapper(*a, **kw):
@@ -39,80 +44,134 @@ class Timed:
             try:
                 return inner(*a, **kw)
             finally:
-                self.total += time.perf_counter() - t0
-                self.calls += 1
+                with self._lock:
+                    self.intervals.append((t0, time.perf_counter()))
         setattr(obj, method, wrapper)
 
+    @property
+    def total(self) -> float:
+        return sum(b - a for a, b in self.intervals)
 
-def run_example(name: str, budget: int, seed: int, profile: bool) -> dict:
+    @property
+    def calls(self) -> int:
+        return len(self.intervals)
+
+
+def union(intervals) -> float:
+    total, end = 0.0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int], parallel: int,
+                sequential: bool) -> dict:
     from optiml.build import NvccBuilder, detect_arch
     from optiml.edits.rules import RulesProposer
     from optiml.pipeline import Evaluator
+    from optiml.pool import EvaluationPool
     from optiml.profiler.ncu import NcuProfiler
     from optiml.search.mcts import MCTS, SearchConfig
     from optiml.search.run import PipelineEvaluator, StoreObserver
     from optiml.spec import find_spec, load_spec
     from optiml.traces.store import TraceStore
     from optiml.verify.harness import SubprocessHarness
+    from optiml.verify.server import WorkerHarness
 
     kernel = ROOT / "examples" / name / f"{name}.cu"
     source = kernel.read_text()
     spec = load_spec(find_spec(kernel), kernel, kernel_source=source)
     with tempfile.TemporaryDirectory(prefix="optiml-bench-") as tmp:
         builder = NvccBuilder(detect_arch(), cache_dir=Path(tmp) / "cache")
-        harness = SubprocessHarness()
         profiler = NcuProfiler() if profile else None
-        pipeline = Evaluator(spec, source, builder, harness, include_dir=kernel.parent, kernel_name=kernel.name,
-                             profiler=profiler)
+        t_build = Timed(builder, "build")
+        t_prof = Timed(profiler, "profile_batch" if not sequential else "profile") if profiler else None
+        gpu_timers = []
+        if sequential:
+            harness = SubprocessHarness()
+            gpu_timers.append(Timed(harness, "run"))
+        pipeline = Evaluator(spec, source, builder, harness if sequential else None, include_dir=kernel.parent,
+                             kernel_name=kernel.name, profiler=profiler)
+
+        def factory(d):
+            h = WorkerHarness(d)
+            gpu_timers.append(Timed(h, "run"))
+            return h
+        pool = None if sequential else EvaluationPool(pipeline, gpus, harness_factory=factory)
         store = TraceStore(Path(tmp) / "bench.db")
         run_id = store.start_run(spec.entry, spec_toml=spec.path.read_text(), kernel_source=source)
         proposer = RulesProposer()
-        t_prop, t_build, t_gpu = Timed(proposer, "propose"), Timed(builder, "build"), Timed(harness, "run")
-        t_prof = Timed(profiler, "profile") if profiler else None
-        adapter = PipelineEvaluator(pipeline)
+        t_prop = Timed(proposer, "propose")
+        adapter = PipelineEvaluator(pipeline if sequential else pool)
         observer = StoreObserver(store, run_id, adapter)
         t_store = [Timed(observer, m) for m in ("on_node_added", "on_node_started", "on_node_evaluated", "on_attempt")]
         samples_ms = []
-        nvcc_s = 0.0
+        nvcc_s = [0.0]
+        statuses: dict[str, int] = {}
+        profiled = [0]
 
         def on_done(ev, result):
-            nonlocal nvcc_s
             print(f"  [{name}] {ev.status} {ev.median_ms or 0:.4f} ms, wall {ev.wall_s:.2f} s, "
                   + ", ".join(f"{k} {v:.2f}" for k, v in ev.stage_s.items()), file=sys.stderr, flush=True)
+            statuses[ev.status] = statuses.get(ev.status, 0) + 1
+            if ev.profile is not None and ev.profile.ok:
+                profiled[0] += 1
             if ev.harness is not None and ev.harness.timing is not None:
                 samples_ms.extend(ev.harness.timing.samples_ms)
             if ev.build is not None and not ev.build.cached:
-                nvcc_s += ev.build.wall_s
+                nvcc_s[0] += ev.build.wall_s
         adapter.on_done = on_done
-        search = MCTS(source, adapter, proposer, config=SearchConfig(budget=budget, seed=seed), observer=observer,
-                      task=spec.summary(), entry=spec.entry)
+        config = SearchConfig(budget=budget, seed=seed, parallel=1 if sequential else parallel)
+        search = MCTS(source, adapter, proposer, config=config, observer=observer, task=spec.summary(), entry=spec.entry)
         t0 = time.perf_counter()
-        best = search.run()
-        total = time.perf_counter() - t0
+        try:
+            best = search.run()
+            total = time.perf_counter() - t0
+        finally:
+            stats = pool.stats() if pool else {}
+            if pool:
+                pool.close()
         store.close()
     evaluated = search.evaluations + 1           # the root is fully evaluated too
     gpu_kernel_s = 1.5 * sum(samples_ms) / 1e3
-    ncu_s = t_prof.total if t_prof else 0.0
-    floor = nvcc_s + ncu_s + gpu_kernel_s
-    stages = {"propose": t_prop.total, "build": t_build.total, "gpu child": t_gpu.total, "profile": ncu_s,
-              "store": sum(t.total for t in t_store)}
-    stages["other"] = total - sum(stages.values())
-    return {"example": name, "budget": budget, "seed": seed, "profile": profile, "evaluated": evaluated,
+    gpu_iv = [iv for t in gpu_timers for iv in t.intervals]
+    ncu_iv = t_prof.intervals if t_prof else []
+    busy = union(t_build.intervals + ncu_iv + gpu_iv)
+    stages = {"propose": t_prop.total, "build": t_build.total, "gpu worker": sum(b - a for a, b in gpu_iv),
+              "profile": t_prof.total if t_prof else 0.0, "store": sum(t.total for t in t_store)}
+    return {"example": name, "budget": budget, "seed": seed, "profile": profile, "gpus": gpus,
+            "parallel": 1 if sequential else parallel, "sequential": sequential,
+            "evaluated": evaluated, "statuses": statuses, "profiled": profiled[0],
             "total_s": total, "per_minute": 60 * evaluated / total, "stages_s": stages,
-            "floor_s": {"nvcc": nvcc_s, "ncu": ncu_s, "gpu kernels": gpu_kernel_s, "total": floor},
-            "overhead_pct": 100 * (total - floor) / total,
-            "best_speedup": (search.root.median_ms / best.median_ms) if best and best.median_ms else None}
+            "floor_s": {"nvcc (sum)": nvcc_s[0], "ncu (sum)": stages["profile"], "gpu worker (sum)": stages["gpu worker"],
+                        "gpu kernels": gpu_kernel_s, "union of nvcc, ncu, gpu worker": busy},
+            "gpu_held_s": {d: v["gpu_held_s"] for d, v in stats.items()},
+            "profile_batches": {d: v["profile_batches"] for d, v in stats.items()},
+            "worker_starts": {d: v["worker_starts"] for d, v in stats.items()},
+            "overhead_pct": 100 * max(total - busy, 0.0) / total,
+            "best_speedup": (search.root.median_ms / best.median_ms) if best and best.median_ms else None,
+            "best_path": list(best.path()) if best else None}
 
 
 def table(r: dict) -> str:
+    mode = "one at a time" if r["sequential"] else f"{r['parallel']} in flight on GPU(s) {r['gpus']}"
     lines = [f"{r['example']}: {r['evaluated']} candidates fully evaluated in {r['total_s']:.1f} s = "
              f"{r['per_minute']:.1f} per minute (budget {r['budget']}, seed {r['seed']}, "
-             f"{'with' if r['profile'] else 'without'} ncu); best {r['best_speedup'] or 0:.2f}x"]
+             f"{'with' if r['profile'] else 'without'} ncu, {mode}); best {r['best_speedup'] or 0:.2f}x",
+             f"  statuses {r['statuses']}; {r['profiled']} profiled"]
     for k, v in r["stages_s"].items():
-        lines.append(f"  {k:<10} {v:8.1f} s  {100 * v / r['total_s']:5.1f} %")
+        lines.append(f"  {k:<10} {v:8.1f} s busy  ({100 * v / r['total_s']:5.1f} % of the wall time; stages overlap)")
     f = r["floor_s"]
-    lines.append(f"  floor: nvcc {f['nvcc']:.1f} s + ncu {f['ncu']:.1f} s + GPU kernels {f['gpu kernels']:.1f} s = "
-                 f"{f['total']:.1f} s; optiml's overhead {r['overhead_pct']:.0f} % of the total")
+    lines.append(f"  floor: nvcc, ncu or a GPU worker running {f['union of nvcc, ncu, gpu worker']:.1f} s of "
+                 f"{r['total_s']:.1f} s (GPU kernels alone ~{f['gpu kernels']:.1f} s; GPU held "
+                 + ", ".join(f"{v:.1f} s on GPU {d}" for d, v in r["gpu_held_s"].items()) + ")")
+    lines.append(f"  optiml's own overhead: {r['overhead_pct']:.1f} % of the total; profile batches "
+                 + "; ".join(f"GPU {d}: {v}" for d, v in r["profile_batches"].items()))
     return "\n".join(lines)
 
 
@@ -123,13 +182,19 @@ def main(argv=None) -> int:
     ap.add_argument("--example", action="append", choices=sorted(p.name for p in (ROOT / "examples").iterdir()
                                                                  if p.is_dir()))
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--gpus", default="0", help="GPU ordinals, e.g. 0,1")
+    ap.add_argument("--parallel", type=int, help="candidates in flight (default 16 per GPU)")
+    ap.add_argument("--sequential", action="store_true",
+                    help="one candidate at a time, a new GPU child and ncu process per candidate (the old pipeline)")
     args = ap.parse_args(argv)
+    gpus = [int(g) for g in args.gpus.split(",")]
     from loguru import logger
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
     logger.enable("optiml")
     for name in args.example or EXAMPLES:
-        r = run_example(name, args.budget, args.seed, not args.no_profile)
+        r = run_example(name, args.budget, args.seed, not args.no_profile, gpus, args.parallel or 16 * len(gpus),
+                        args.sequential)
         print(table(r), flush=True)
         print("JSON " + json.dumps(r), flush=True)
     return 0

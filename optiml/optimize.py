@@ -8,6 +8,7 @@ that figure is the one reported and stored with the run.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,51 @@ def _gpu_facts() -> tuple[str | None, str | None]:
         return None, None
     name, _, driver = out.partition(",")
     return (name.strip() or None), (driver.strip() or None)
+
+
+def visible_gpus() -> list[tuple[int, str]]:
+    """(index, name) of every GPU nvidia-smi lists (CUDA_VISIBLE_DEVICES renumbers them from 0)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=index,name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = [ln.split(",", 1) for ln in out.strip().splitlines() if "," in ln]
+    gpus = [(i, name.strip()) for i, (_, name) in enumerate(rows)]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() not in ("", "all"):
+        picked = [v.strip() for v in visible.split(",") if v.strip()]
+        by_index = {str(i): name for i, (_, name) in enumerate(rows)}
+        gpus = [(n, by_index.get(v, "GPU")) for n, v in enumerate(picked)]
+    return gpus
+
+
+def parse_gpus(text: str, visible: list[tuple[int, str]]) -> list[int]:
+    """``--gpus``: "all", or CUDA ordinals like "0,2". GPUs of different models are refused:
+    candidates timed on one would be compared with candidates timed on the other."""
+    names = dict(visible)
+    if text.strip() == "all":
+        chosen = sorted(names)
+        if not chosen:
+            raise UserError("--gpus all: nvidia-smi lists no GPU.")
+    else:
+        try:
+            chosen = sorted({int(x) for x in text.split(",") if x.strip()})
+        except ValueError:
+            raise UserError(f"--gpus takes \"all\" or GPU numbers like 0,1, not {text!r}.") from None
+        if not chosen:
+            raise UserError("--gpus names no GPU.")
+        missing = [g for g in chosen if names and g not in names]
+        if missing:
+            raise UserError(f"--gpus {text}: no GPU {missing[0]} here (visible: {', '.join(map(str, sorted(names))) or 'none'}).")
+    models = {names.get(g) for g in chosen if names.get(g)}
+    if len(models) > 1:
+        raise UserError(f"--gpus {text} mixes GPU models ({', '.join(sorted(models))}); their timings would not "
+                        f"compare; choose GPUs of one model.")
+    return chosen
 
 
 def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float):
@@ -70,11 +116,18 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
               help="Trace database (also $OPTIML_DB).")
 @click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before a GPU child is killed.")
+@click.option("--gpus", default="all", show_default=True,
+              help="GPUs to evaluate on, e.g. 0,1: one persistent worker each; candidates go to whichever is free.")
+@click.option("--parallel", type=int, help="Candidates in flight at once (default 16 per GPU; 1 = one at a time).")
+@click.option("--jobs", "build_jobs", type=int, help="nvcc builds at once (default: CPU cores - 1).")
+@click.option("--cluster", metavar="ADDRESS", envvar="OPTIML_CLUSTER",
+              help="Dask scheduler (tcp://host:8786) whose workers build the candidates (needs the dask extra).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write the best kernel (default: KERNEL.optiml.cu).")
 def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, time_limit: float | None, seed: int,
              seed_kernels: tuple[Path, ...], proposer: str, llm_model: str | None, llm_base_url: str | None,
              llm_timeout: float, resume_run: int | None, no_profile: bool, db: Path, arch: str | None,
-             timeout: float, output: Path | None) -> None:
+             timeout: float, gpus: str, parallel: int | None, build_jobs: int | None, cluster: str | None,
+             output: Path | None) -> None:
     """Search source edits of KERNEL under verification and write the best verified kernel.
 
     \b
@@ -90,6 +143,9 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
 
     if budget is not None and budget < 1:
         raise UserError(f"--budget must be at least 1, not {budget}.")
+    for flag, value in (("--parallel", parallel), ("--jobs", build_jobs)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, not {value}.")
     store = TraceStore(db, create=resume_run is None)
     if resume_run is None:
         if kernel is None:
@@ -122,8 +178,10 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
         budget = budget if budget is not None else int(run["budget"] or config.get("budget") or 200)
     prop = make_proposer(proposer, llm_model, llm_base_url, llm_timeout)
     _require_gpu()
+    devices = parse_gpus(gpus, visible_gpus())
+    parallel = parallel or 16 * len(devices)
 
-    pipeline = _pipeline(spec, source, kernel, _arch(arch), timeout, no_profile)
+    pipeline = _pipeline(spec, source, kernel, _arch(arch), timeout, no_profile, cluster)
     if resume_run is None:
         device, driver = _gpu_facts()
         from .build import nvcc_version
@@ -135,28 +193,38 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
         run_id = resume_run
         store.set_run_budget(run_id, budget)
         store.set_run_status(run_id, "running")
-    _search(store, run_id, pipeline, prop, spec, source, seeds, budget, time_limit, seed, resume_run is not None,
-            kernel, output, db)
+    from .pool import EvaluationPool
+
+    with EvaluationPool(pipeline, devices, build_workers=build_jobs, timeout_s=timeout) as pool:
+        search, best = _search(store, run_id, pool, prop, spec, source, seeds, budget, time_limit, seed,
+                               resume_run is not None, kernel, parallel)
+    _finish(store, run_id, pipeline, search, best, kernel, output, db)
 
 
-def _pipeline(spec, source, kernel: Path, arch: str, timeout, no_profile):
+def _pipeline(spec, source, kernel: Path, arch: str, timeout, no_profile, cluster: str | None = None):
     from .build import NvccBuilder
     from .pipeline import Evaluator
     from .profiler.ncu import NcuProfiler
     from .verify.harness import SubprocessHarness
 
-    return Evaluator(spec, source, NvccBuilder(arch), SubprocessHarness(timeout_s=timeout),
+    if cluster:
+        from .cluster import DaskBuilder
+
+        builder = DaskBuilder.connect(cluster, arch)
+    else:
+        builder = NvccBuilder(arch)
+    return Evaluator(spec, source, builder, SubprocessHarness(timeout_s=timeout),
                      include_dir=kernel.resolve().parent, kernel_name=kernel.name,
                      profiler=None if no_profile else NcuProfiler())
 
 
-def _search(store, run_id, pipeline, prop, spec, source, seeds, budget, time_limit, seed, resumed, kernel, output, db):
+def _search(store, run_id, pool, prop, spec, source, seeds, budget, time_limit, seed, resumed, kernel, parallel):
     from .search.mcts import MCTS, SearchConfig
     from .search.run import PipelineEvaluator, StoreObserver, resume_search
 
-    cfg = SearchConfig(budget=budget, time_limit_s=time_limit, seed=seed)
+    cfg = SearchConfig(budget=budget, time_limit_s=time_limit, seed=seed, parallel=parallel)
     state = {"root": None, "best": None}
-    adapter = PipelineEvaluator(pipeline)
+    adapter = PipelineEvaluator(pool)
     if resumed:
         search = resume_search(store, run_id, adapter, prop, config=cfg, task=spec.summary(), entry=spec.entry)
         if store.nodes(run_id, "running"):
@@ -189,6 +257,10 @@ def _search(store, run_id, pipeline, prop, spec, source, seeds, budget, time_lim
         except KeyboardInterrupt:
             store.set_run_status(run_id, "interrupted")
             raise
+    return search, best
+
+
+def _finish(store, run_id, pipeline, search, best, kernel, output, db):
     root = search.root
     if root.status != "ok":
         store.set_run_status(run_id, "failed")

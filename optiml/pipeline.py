@@ -81,6 +81,7 @@ class Evaluator:
         self.kernel_name = kernel_name
         self._reference: KernelBinary | None = None
         self._reference_lock = threading.Lock()
+        self._ops: str | None = None
         self.profiler = profiler           # profiles verified candidates only; None: runtime alone
         self._profile_warned = False
 
@@ -201,7 +202,23 @@ class Evaluator:
         base_seed = self.seed if self.seed is not None else secrets.randbelow(2**31)
         ev.seed = base_seed
         return HarnessJob(spec=self.spec, candidate=kb, reference=reference, cases=self.cases(base_seed),
-                          time_it=time_it, device=self.device if device is None else device, baseline=baseline)
+                          time_it=time_it, device=self.device if device is None else device, baseline=baseline,
+                          ops_cubin=self.ops_cubin())
+
+    def ops_cubin(self) -> str | None:
+        """The gpu_ops kernels for this builder's architecture (built once); None: the GPU child
+        draws and compares on the host."""
+        with self._reference_lock:
+            if self._ops is None:
+                from .verify.gpu_ops import cubin_for
+
+                arch = getattr(self.builder, "arch", None)
+                try:
+                    self._ops = str(cubin_for(arch)) if arch else ""
+                except Exception as e:   # no nvcc for it, or it failed: the host path still works
+                    logger.warning("the gpu_ops kernels did not build ({}); inputs are drawn on the host", e)
+                    self._ops = ""
+            return self._ops or None
 
     def judge(self, ev: Evaluation, job: HarnessJob, hr: HarnessResult, harness: Harness) -> tuple:
         """Fill ``ev`` from the GPU job's result (a time under the speed of light is verified and

@@ -1,41 +1,75 @@
 """Adapters between the search and the rest: the evaluation pipeline behind the search's
-Evaluator protocol, and a trace-store observer that writes each node before and after its
-evaluation."""
+Evaluator (and, where the pipeline can take several candidates at once, AsyncEvaluator) protocol,
+and a trace-store observer that writes each node before and after its evaluation."""
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import asdict
 
 from .tree import Node
 
 
+def search_result(ev) -> dict:
+    """The search's result dict of a pipeline ``Evaluation``."""
+    hr, prof = ev.harness, ev.profile
+    return {
+        "status": ev.status,
+        "message": ev.message,
+        "median_ms": ev.median_ms,
+        "spread": hr.timing.spread if hr is not None and hr.timing is not None else None,
+        "metrics": dict(prof.metrics) if prof is not None and prof.ok else {},
+        "diagnosis": list(prof.diagnosis) if prof is not None and prof.ok else [],
+        "resources": asdict(ev.resources) if ev.resources else {},
+        "stage_s": dict(ev.stage_s),
+        "speed_of_light": ev.speed_of_light,
+    }
+
+
 class PipelineEvaluator:
-    """``search.Evaluator`` over ``pipeline.Evaluator``: a Candidate in, a result dict out."""
+    """``search.Evaluator`` over ``pipeline.Evaluator``: a Candidate in, a result dict out.
+
+    When the pipeline has ``submit(candidate) -> Future[Evaluation]``, this is also a
+    ``search.AsyncEvaluator``: it has ``submit`` and ``wait`` (bound in ``__init__``, so one over a
+    pipeline without ``submit`` has neither and the search evaluates one candidate at a time).
+    ``on_done(evaluation, result)`` is called for every finished candidate either way; the full
+    Evaluation is kept in ``last`` (one at a time) or ``details[token]`` (in flight) for the store."""
 
     def __init__(self, evaluator, on_done=None):
         self.evaluator = evaluator
         self.on_done = on_done
         self.last = None                  # the last pipeline Evaluation (for the store)
+        self.details: dict[int, object] = {}   # token -> Evaluation of finished submitted candidates
+        self._futures: dict[concurrent.futures.Future, int] = {}
+        if callable(getattr(evaluator, "submit", None)):
+            self.submit, self.wait = self._submit, self._wait
+
+    def _done(self, ev) -> dict:
+        result = search_result(ev)
+        if self.on_done:
+            self.on_done(ev, result)
+        return result
 
     def evaluate(self, source: str, flags) -> dict:
         from ..pipeline import Candidate
 
         ev = self.evaluator.evaluate(Candidate(source, tuple(flags)))
         self.last = ev
-        hr, prof = ev.harness, ev.profile
-        result = {
-            "status": ev.status,
-            "message": ev.message,
-            "median_ms": ev.median_ms,
-            "spread": hr.timing.spread if hr is not None and hr.timing is not None else None,
-            "metrics": dict(prof.metrics) if prof is not None and prof.ok else {},
-            "diagnosis": list(prof.diagnosis) if prof is not None and prof.ok else [],
-            "resources": asdict(ev.resources) if ev.resources else {},
-            "stage_s": dict(ev.stage_s),
-            "speed_of_light": ev.speed_of_light,
-        }
-        if self.on_done:
-            self.on_done(ev, result)
-        return result
+        return self._done(ev)
+
+    def _submit(self, token: int, source: str, flags) -> None:
+        from ..pipeline import Candidate
+
+        self._futures[self.evaluator.submit(Candidate(source, tuple(flags)))] = token
+
+    def _wait(self) -> list[tuple[int, dict]]:
+        done, _ = concurrent.futures.wait(list(self._futures), return_when=concurrent.futures.FIRST_COMPLETED)
+        out = []
+        for fut in [f for f in self._futures if f in done]:          # in submission order
+            token = self._futures.pop(fut)
+            ev = fut.result()             # a pipeline that raised has a bug: let it out
+            self.details[token] = ev
+            out.append((token, self._done(ev)))
+        return out
 
 
 class StoreObserver:
@@ -76,7 +110,8 @@ class StoreObserver:
 
     def on_node_evaluated(self, node: Node) -> None:
         nid = self.ids[node.id]
-        ev = getattr(self.evaluator, "last", None)
+        details = getattr(self.evaluator, "details", None) or {}
+        ev = details.pop(node.id) if node.id in details else getattr(self.evaluator, "last", None)
         r = node.result
         evaluation = {
             "status": node.status,

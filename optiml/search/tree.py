@@ -20,6 +20,7 @@ from ..best import DEFAULT_SPREAD
 from ..edits.types import Attempt
 
 PENDING = "pending"
+RUNNING = "running"                  # submitted, its result not in yet
 NOT_EVALUATED = ("edit_failed", "duplicate")
 
 _TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
@@ -65,6 +66,7 @@ class Node:
     reward: float | None = None
     visits: int = 0
     value_sum: float = 0.0
+    inflight: int = 0                    # evaluations in flight in this subtree (virtual visits)
     children: list[Node] = field(default_factory=list)
     tried: list = field(default_factory=list)   # children (Node) and failed proposals (Attempt), in order
     calls: int = 0                       # proposer calls made on this node
@@ -104,11 +106,13 @@ class Node:
         return () if self.parent is None else self.parent.path() + (self.edit,)
 
     def widening_limit(self, k_w: float, alpha: float) -> int:
-        """Progressive widening: at most ceil(k_w * max(visits, 1) ** alpha) children."""
-        return max(1, math.ceil(k_w * max(self.visits, 1) ** alpha))
+        """Progressive widening: at most ceil(k_w * max(visits, 1) ** alpha) children, counting the
+        evaluations in flight below it as visits (so a busy node widens)."""
+        return max(1, math.ceil(k_w * max(self.visits + self.inflight, 1) ** alpha))
 
     def attempts(self) -> tuple[Attempt, ...]:
-        """What was tried from this node and how each ended, oldest first (for the proposer)."""
+        """What was tried from this node and how each ended, oldest first (for the proposer); a
+        child still being evaluated shows as ``running``."""
         out = []
         for t in self.tried:
             if isinstance(t, Attempt):
@@ -135,7 +139,9 @@ def attempt_record(parent: Node, proposal, status: str, message: str, call: int)
 
 
 class Observer(Protocol):
-    """Told of every change, so a trace store can write before and after each evaluation."""
+    """Told of every change, so a trace store can write before and after each evaluation. With
+    evaluations in flight (``SearchConfig.parallel``), several nodes may be started before the
+    first of them is evaluated, and they are evaluated in the order their results arrive."""
 
     def on_node_added(self, node: Node) -> None:
         """A new node, status pending, before its evaluation starts."""

@@ -57,6 +57,7 @@ class HarnessJob:
     device: int = 0
     profile_tag: str | None = None          # profile mode: one launch inside NVTX range optiml.profile.<tag>
     baseline: KernelBinary | None = None    # timed interleaved with the candidate (the final speedup)
+    ops_cubin: str | None = None            # gpu_ops kernels: inputs drawn and outputs compared on the GPU
 
 
 @dataclass

@@ -54,6 +54,7 @@ class Gpu:
         self.name = self.dev.name()
         self.l2_bytes = self.dev.get_attribute(drv.device_attribute.L2_CACHE_SIZE)
         self.stream = drv.Stream()
+        self.ops = None                           # gpu_ops.GpuOps once a job brings its cubin
         self._modules: dict[str, object] = {}     # cubin path -> module, for the life of a job
         self.keep: set[str] = set()               # cubins kept across jobs (the seed reference)
 
@@ -64,6 +65,18 @@ class Gpu:
         fn = mod.get_function(kb.symbol)
         fn.prepare("".join("P" if a.is_array else _STRUCT[a.dtype] for a in spec.args))
         return mod, fn
+
+    def enable_ops(self, cubin_path: str | None) -> None:
+        """Load the gpu_ops kernels (inputs drawn and outputs compared on the device); without
+        them everything is drawn and compared on the host, as before."""
+        if self.ops is not None or not cubin_path:
+            return
+        from .gpu_ops import GpuOps
+
+        try:
+            self.ops = GpuOps(self.drv, cubin_path)
+        except Exception as e:      # a bad cubin: the host path still works
+            print(f"optiml: gpu_ops unavailable ({e}); drawing and comparing on the host", flush=True)
 
     def unload_candidates(self) -> None:
         """Drop every module but the kept ones (a persistent worker between jobs)."""
@@ -86,12 +99,15 @@ def _launch(gpu: Gpu, fn, launch: Launch, args: list) -> None:
 class DeviceCase:
     """Device buffers for one case's data."""
 
-    def __init__(self, gpu: Gpu, spec: TaskSpec, data: CaseData):
-        self.gpu, self.spec, self.data = gpu, spec, data
+    def __init__(self, gpu: Gpu, spec: TaskSpec, data: CaseData, seed: int = 0):
+        self.gpu, self.spec, self.data, self.seed = gpu, spec, data, seed
         self.bufs = {}
         for name, arr in data.arrays.items():
             self.bufs[name] = gpu.drv.mem_alloc(max(arr.nbytes, 1))
         self.upload()
+
+    def nbytes(self, name: str) -> int:
+        return self.data.arrays[name].nbytes
 
     def upload(self):
         for name, arr in self.data.arrays.items():
@@ -204,11 +220,82 @@ def _check_case(spec: TaskSpec, size_index: int, sizes: dict, seed: int, data: C
     return summarize(size_index, sizes, seed, checks, modified)
 
 
+def _new_case(gpu: Gpu, spec: TaskSpec, sizes: dict, seed: int, constants: dict):
+    """A case's device buffers: drawn on the GPU when gpu_ops is loaded, else drawn on the host and uploaded."""
+    if gpu.ops is not None:
+        from .device_case import FilledCase
+
+        return FilledCase(gpu, spec, sizes, seed, constants)
+    return DeviceCase(gpu, spec, make_case(spec, sizes, seed, constants), seed)
+
+
+def _reference_into(gpu: Gpu, job: HarnessJob, ref, size_index: int, case) -> None:
+    """Run the reference on a FilledCase: the seed kernel in place, or the Python function on
+    the case's inputs brought to the host, its outputs written back."""
+    if job.reference is not None:
+        try:
+            _launch(gpu, ref, job.reference.launches[size_index], case.args())
+            gpu.stream.synchronize()
+        except gpu.drv.Error as e:
+            raise KernelFault(str(e)) from None
+    else:
+        case.upload(_python_outputs(ref, job.spec, case.host_data()))
+
+
+def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, cand) -> bool:
+    from .device_case import judge
+
+    spec = job.spec
+    for case in job.cases:
+        sizes = spec.all_size_sets[case.size_index]
+        stage(f"reference at sizes {sizes} (seed {case.seed})")
+        ref_case = _new_case(gpu, spec, sizes, case.seed, job.candidate.constants)
+        cand_case = None
+        try:
+            try:
+                _reference_into(gpu, job, ref, case.size_index, ref_case)
+            except KernelFault as e:
+                result.status, result.message = "reference_error", f"the reference kernel failed at sizes {sizes}: {e}"
+                return False
+            except Exception as e:  # the user's Python reference raised
+                result.status, result.message = "reference_error", f"the Python reference failed at sizes {sizes}: {type(e).__name__}: {e}"
+                return False
+            stage(f"candidate at sizes {sizes} (seed {case.seed})")
+            cand_case = _new_case(gpu, spec, sizes, case.seed, job.candidate.constants)
+            try:
+                _launch(gpu, cand, job.candidate.launches[case.size_index], cand_case.args())
+                gpu.stream.synchronize()
+            except gpu.drv.Error as e:
+                _launch_failure(result, sizes, str(e))
+                return False
+            check = judge(gpu, spec, case.size_index, sizes, cand_case, ref_case)
+        finally:
+            for c in (ref_case, cand_case):
+                if c is not None:
+                    try:
+                        c.free()
+                    except gpu.drv.Error:
+                        pass
+        result.checks.append(check)
+        if not check.passed:
+            result.status, result.message = "wrong_output", check.message
+            return False
+    return True
+
+
+def _launch_failure(result: HarnessResult, sizes: dict, msg: str) -> None:
+    launch_problem = any(s in msg.lower() for s in ("invalid argument", "out of resources", "too many resources", "invalid value"))
+    result.status = "launch_error" if launch_problem else "runtime_error"
+    result.message = f"at sizes {sizes}: {msg}"
+
+
 def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref) -> bool:
     """``ref``: :func:`_reference_fn`'s result, loaded once per child."""
     spec = job.spec
     sizes_all = spec.all_size_sets
     _, cand = gpu.load(job.candidate, spec)
+    if gpu.ops is not None:
+        return _verify_on_device(gpu, job, stage, result, ref, cand)
     for case in job.cases:
         sizes = sizes_all[case.size_index]
         data = make_case(spec, sizes, case.seed, job.candidate.constants)
@@ -225,10 +312,7 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref) 
         try:
             out = _run_once(gpu, cand, job.candidate.launches[case.size_index], spec, data)
         except KernelFault as e:
-            msg = str(e)
-            launch_problem = any(s in msg.lower() for s in ("invalid argument", "out of resources", "too many resources", "invalid value"))
-            result.status = "launch_error" if launch_problem else "runtime_error"
-            result.message = f"at sizes {sizes}: {msg}"
+            _launch_failure(result, sizes, str(e))
             return False
         check = _check_case(spec, case.size_index, sizes, case.seed, data, out, ref_out)
         result.checks.append(check)
@@ -245,25 +329,24 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
     them alike: that is how a final speedup is measured.
 
     Outputs are poisoned again before every launch (outside the timed region), and the first
-    kernel's outputs on input set 0 after timing are returned with that set's data: alone, they
-    are what its last timed launch on that set wrote; interleaved, what one more launch after
-    timing writes. The caller checks them against the reference, so a kernel that is right
+    kernel's input set 0 is returned, still on the device (the caller frees it): alone, its
+    outputs are what the last timed launch on that set wrote; interleaved, what one more launch
+    after timing writes. The caller checks them against the reference, so a kernel that is right
     while verified and idle while timed (it counts its launches) does not pass."""
     spec, drv = job.spec, gpu.drv
     tcfg = spec.timing
     sizes = spec.timing_sizes
     kernels = [(gpu.load(kb, spec)[1], kb.launches[0]) for kb in binaries]
     base_seed = (job.cases[0].seed if job.cases else 0) + 7919
-    first = make_case(spec, sizes, base_seed, job.candidate.constants)
-    set_bytes = sum(a.nbytes for a in first.arrays.values())
+    stage(f"timing: preparing input sets at sizes {sizes}")
+    sets = [_new_case(gpu, spec, sizes, base_seed, job.candidate.constants)]
+    set_bytes = sum(sets[0].nbytes(n) for n in sets[0].bufs)
     n_sets = 1
     if set_bytes < gpu.l2_bytes:  # inputs fit in L2: rotate among several sets
         n_sets = int(min(8, max(2, math.ceil(2 * gpu.l2_bytes / max(set_bytes, 1)))))
-    stage(f"timing: preparing {n_sets} input set(s) at sizes {sizes}")
-    sets = [DeviceCase(gpu, spec, first)] + [
-        DeviceCase(gpu, spec, make_case(spec, sizes, base_seed + i, job.candidate.constants)) for i in range(1, n_sets)]
+    sets += [_new_case(gpu, spec, sizes, base_seed + i, job.candidate.constants) for i in range(1, n_sets)]
     restored = [a.name for a in spec.args if a.role in ("inout", "output")]   # before each launch: inputs, poison
-    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.data.arrays[n].nbytes) for n in restored} for s in sets]
+    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.nbytes(n)) for n in restored} for s in sets]
     args = [s.args() for s in sets]
     flush = None
     flush_words = 0
@@ -273,7 +356,7 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
 
     def reset(i):
         for n in restored:
-            drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].data.arrays[n].nbytes, gpu.stream)
+            drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].nbytes(n), gpu.stream)
 
     try:
         stage(f"timing: warm-up at sizes {sizes}")
@@ -315,16 +398,24 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
             reset(0)
             _launch(gpu, kernels[0][0], kernels[0][1], args[0])
             gpu.stream.synchronize()
-        after = (sets[0].data, sets[0].download())
     except drv.Error as e:
         raise KernelFault(str(e)) from None
     finally:
-        for s in sets:
-            try:
-                s.free()
-            except drv.Error:
-                pass
-    return [timing_stats(sm, warm, n_sets, flush is not None) for sm in samples], after
+        for s in sets[1:]:
+            _free(gpu, s)
+        for p in pristine:
+            for b in p.values():
+                _free(gpu, b)
+        if flush is not None:
+            _free(gpu, flush)
+    return [timing_stats(sm, warm, n_sets, flush is not None) for sm in samples], sets[0]
+
+
+def _free(gpu: Gpu, thing) -> None:
+    try:
+        thing.free()
+    except gpu.drv.Error:
+        pass
 
 
 def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage) -> None:
@@ -334,12 +425,16 @@ def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage) -> None:
     spec = job.spec
     _, fn = gpu.load(job.candidate, spec)
     base_seed = (job.cases[0].seed if job.cases else 0) + 7919
-    dc = DeviceCase(gpu, spec, make_case(spec, spec.timing_sizes, base_seed, job.candidate.constants))
+    dc = _new_case(gpu, spec, spec.timing_sizes, base_seed, job.candidate.constants)
     launch = job.candidate.launches[0]
     stage("profiling: warm-up launch")
     _launch(gpu, fn, launch, dc.args())
     gpu.stream.synchronize()
-    dc.upload()  # fresh inputs and poisoned outputs again
+    if gpu.ops is not None:     # the inputs again and poisoned outputs
+        dc.refill()
+        gpu.drv.Context.synchronize()
+    else:
+        dc.upload()
     stage("profiling: profiled launch")
     with nvtx.annotate(f"optiml.profile.{job.profile_tag}", domain="optiml"):
         _launch(gpu, fn, launch, dc.args())
@@ -363,6 +458,7 @@ def profile_batch(workdir: str) -> int:
         (d / "ready").write_text("")
         return 1
     try:
+        gpu.enable_ops(jobs[0][1].ops_cubin)
         for _, job in jobs:
             gpu.load(job.candidate, job.spec)
         (d / "ready").write_text("")
@@ -403,6 +499,7 @@ def _copy_on_device(gpu: Gpu, src, nbytes: int):
 def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
     """Verify, then time (and check the timed launches), or profile: one job in an open context."""
     result = HarnessResult(status="ok", device_name=gpu.name)
+    gpu.enable_ops(job.ops_cubin)
     if job.profile_tag:
         try:
             profile_once(gpu, job, stage)
@@ -418,10 +515,13 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
     if ok and job.time_it:
         try:
             binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
-            timings, after = time_kernels(gpu, job, stage, binaries)
+            timings, set0 = time_kernels(gpu, job, stage, binaries)
             result.timing = timings[0]
             result.baseline_timing = timings[1] if len(timings) > 1 else None
-            _check_after_timing(gpu, job, stage, result, ref, *after)
+            try:
+                _check_after_timing(gpu, job, stage, result, ref, set0)
+            finally:
+                _free(gpu, set0)
         except KernelFault as e:
             result.status, result.message = "runtime_error", f"while timing: {e}"
     stage("done")
@@ -491,19 +591,32 @@ def serve(workdir: str, ctrl_fd: int, device: int) -> int:
 FAULTS = frozenset({"runtime_error", "launch_error", "timeout", "harness_error", "reference_error"})
 
 
-def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref,
-                        data: CaseData, out: dict[str, np.ndarray]) -> None:
+def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, set0) -> None:
     """The timed launches must be right too: compare what the candidate wrote on input set 0
     while timed with the reference on that set."""
     spec = job.spec
     stage(f"checking the timed launches at sizes {spec.timing_sizes}")
-    try:
-        ref_out = _reference_outputs(gpu, job, ref, 0, data)
-    except Exception as e:      # the reference passed on these sizes during verification
-        result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
-        return
-    seed = (job.cases[0].seed if job.cases else 0) + 7919     # the seed of timing input set 0
-    check = _check_case(spec, 0, spec.timing_sizes, seed, data, out, ref_out)
+    if gpu.ops is not None:
+        from .device_case import judge
+
+        ref_case = _new_case(gpu, spec, spec.timing_sizes, set0.seed, job.candidate.constants)
+        try:
+            try:
+                _reference_into(gpu, job, ref, 0, ref_case)
+            except Exception as e:      # the reference passed on these sizes during verification
+                result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
+                return
+            check = judge(gpu, spec, 0, spec.timing_sizes, set0, ref_case)
+        finally:
+            _free(gpu, ref_case)
+    else:
+        data, out = set0.data, set0.download()
+        try:
+            ref_out = _reference_outputs(gpu, job, ref, 0, data)
+        except Exception as e:      # the reference passed on these sizes during verification
+            result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
+            return
+        check = _check_case(spec, 0, spec.timing_sizes, set0.seed, data, out, ref_out)
     result.checks.append(check)
     if not check.passed:
         result.status = "wrong_output"
