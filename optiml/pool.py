@@ -242,20 +242,33 @@ class EvaluationPool:
                     self._prof_cond.wait(timeout=0.5)
 
     def _profile_loop(self, dev: _Device) -> None:
-        while True:
-            batch = self._take_batch()
-            if batch is None:
-                return
-            self._guard(self._profile_stage, batch, dev)
+        """Start a batch, and the next one as soon as this one is off the GPU: the second ncu
+        starts up while the first writes and imports its report."""
+        with ThreadPoolExecutor(2, thread_name_prefix=f"optiml-ncu{dev.index}-batch") as batches:
+            while True:
+                batch = self._take_batch()
+                if batch is None:
+                    return
+                off_gpu = threading.Event()
+                batches.submit(self._guard, self._profile_stage, batch, dev, off_gpu)
+                off_gpu.wait()
 
-    def _profile_stage(self, batch: list[_Item], dev: _Device) -> None:
+    def _profile_stage(self, batch: list[_Item], dev: _Device, off_gpu: threading.Event | None = None) -> None:
         from .profiler.types import ProfileStatus
+
+        if off_gpu is not None and not batch:
+            off_gpu.set()
 
         now = time.perf_counter()
         for item in batch:
             item.ev.stage_s["profile_queue"] = now - item.queued_at
         jobs = [replace(item.job, device=dev.index) for item in batch]
-        results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=dev.lock)
+        try:
+            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=dev.lock,
+                                                  on_gpu_done=off_gpu.set if off_gpu is not None else None)
+        finally:
+            if off_gpu is not None:
+                off_gpu.set()
         dev.batches.append(len(batch))
         for item, job, prof in zip(batch, jobs, results):
             if len(batch) > 1 and prof.status is ProfileStatus.REPLAY_FAILED:

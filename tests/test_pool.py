@@ -64,12 +64,14 @@ class FakeBatchProfiler:
     def __init__(self, clock, delay=0.15):
         self.clock, self.delay, self.batches = clock, delay, []
 
-    def profile_batch(self, jobs, device_name="", gpu_lock=None):
+    def profile_batch(self, jobs, device_name="", gpu_lock=None, on_gpu_done=None):
         time.sleep(self.delay)                       # "ncu starting": not holding the GPU
         with gpu_lock:
             t0 = time.monotonic()
             time.sleep(0.01 * len(jobs))
             self.clock.record(jobs[0].device, t0, time.monotonic(), "ncu")
+        on_gpu_done()
+        time.sleep(self.delay)                       # "the report is written and imported"
         self.batches.append([j.candidate.constants.get("BLOCK") for j in jobs])
         return [ProfileResult(ProfileStatus.OK, "", metrics={"achieved_occupancy_pct": 50.0}, wall_s=0.01)
                 for _ in jobs]

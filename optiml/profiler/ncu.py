@@ -152,7 +152,7 @@ class NcuProfiler:
         return cmd + ["--metrics", ",".join(metrics), "--clock-control", self.clock_control,
                       "--cache-control", "all", "-o", str(rep), "-f", self.python, "-m", "optiml.verify.worker", *child]
 
-    def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None) -> list[ProfileResult]:
+    def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None, on_gpu_done=None) -> list[ProfileResult]:
         """Profile several verified candidates (HarnessJobs, one device) under one ncu process, each
         launch selected by its own NVTX range; one ProfileResult per job, in order.
 
@@ -179,12 +179,16 @@ class NcuProfiler:
             deadline = time.monotonic() + self.timeout_s * max(1, len(jobs)) ** 0.5
             held_s = 0.0
             try:
-                if _wait_for(d / "ready", proc, deadline):
-                    with (gpu_lock if gpu_lock is not None else contextlib.nullcontext()):
-                        t_lock = time.perf_counter()
-                        (d / "go").write_text("")
-                        _wait_for(d / "finished", proc, deadline)
-                        held_s = time.perf_counter() - t_lock
+                try:
+                    if _wait_for(d / "ready", proc, deadline):
+                        with (gpu_lock if gpu_lock is not None else contextlib.nullcontext()):
+                            t_lock = time.perf_counter()
+                            (d / "go").write_text("")
+                            _wait_for(d / "finished", proc, deadline)
+                            held_s = time.perf_counter() - t_lock
+                finally:
+                    if on_gpu_done is not None:
+                        on_gpu_done()
                 code = proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
             except subprocess.TimeoutExpired:
                 code = None

@@ -242,7 +242,11 @@ def _reference_into(gpu: Gpu, job: HarnessJob, ref, size_index: int, case) -> No
         case.upload(_python_outputs(ref, job.spec, case.host_data()))
 
 
-def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, cand) -> bool:
+def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, cand,
+                      keep: dict) -> bool:
+    """As :func:`verify`, on the device. The reference's case at the timing size stays in
+    ``keep["timing_ref"]``: timing input set 0 is drawn from the same seed, so the timed launches
+    are checked against it without running the reference again."""
     from .device_case import judge
 
     spec = job.spec
@@ -269,13 +273,14 @@ def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessRe
                 _launch_failure(result, sizes, str(e))
                 return False
             check = judge(gpu, spec, case.size_index, sizes, cand_case, ref_case)
+            if case.size_index == 0 and check.passed:
+                if keep.get("timing_ref") is not None:
+                    _free(gpu, keep["timing_ref"])
+                keep["timing_ref"], ref_case = ref_case, None
         finally:
             for c in (ref_case, cand_case):
                 if c is not None:
-                    try:
-                        c.free()
-                    except gpu.drv.Error:
-                        pass
+                    _free(gpu, c)
         result.checks.append(check)
         if not check.passed:
             result.status, result.message = "wrong_output", check.message
@@ -289,13 +294,13 @@ def _launch_failure(result: HarnessResult, sizes: dict, msg: str) -> None:
     result.message = f"at sizes {sizes}: {msg}"
 
 
-def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref) -> bool:
+def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, keep: dict | None = None) -> bool:
     """``ref``: :func:`_reference_fn`'s result, loaded once per child."""
     spec = job.spec
     sizes_all = spec.all_size_sets
     _, cand = gpu.load(job.candidate, spec)
     if gpu.ops is not None:
-        return _verify_on_device(gpu, job, stage, result, ref, cand)
+        return _verify_on_device(gpu, job, stage, result, ref, cand, {} if keep is None else keep)
     for case in job.cases:
         sizes = sizes_all[case.size_index]
         data = make_case(spec, sizes, case.seed, job.candidate.constants)
@@ -322,8 +327,8 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref) 
     return True
 
 
-def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
-                 binaries: list[KernelBinary]) -> tuple[list[TimingResult], tuple[CaseData, dict]]:
+def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelBinary],
+                 seed0: int | None = None) -> tuple[list[TimingResult], object]:
     """Time one kernel, or several interleaved (round r launches each once, the order rotating
     every round) on the same input sets, so that clocks, temperature and neighbours affect
     them alike: that is how a final speedup is measured.
@@ -339,7 +344,7 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage,
     kernels = [(gpu.load(kb, spec)[1], kb.launches[0]) for kb in binaries]
     base_seed = (job.cases[0].seed if job.cases else 0) + 7919
     stage(f"timing: preparing input sets at sizes {sizes}")
-    sets = [_new_case(gpu, spec, sizes, base_seed, job.candidate.constants)]
+    sets = [_new_case(gpu, spec, sizes, base_seed if seed0 is None else seed0, job.candidate.constants)]
     set_bytes = sum(sets[0].nbytes(n) for n in sets[0].bufs)
     n_sets = 1
     if set_bytes < gpu.l2_bytes:  # inputs fit in L2: rotate among several sets
@@ -506,26 +511,32 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
         except (KernelFault, gpu.drv.Error) as e:
             result.status, result.message = "runtime_error", f"while profiling: {e}"
         return result
+    keep: dict = {}
     try:
-        ref = _reference_fn(gpu, job)
-        ok = verify(gpu, job, stage, result, ref)
-    except gpu.drv.Error as e:  # loading the module or function
-        result.status, result.message = "launch_error", f"could not load the kernel: {e}"
-        return result
-    if ok and job.time_it:
         try:
-            binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
-            timings, set0 = time_kernels(gpu, job, stage, binaries)
-            result.timing = timings[0]
-            result.baseline_timing = timings[1] if len(timings) > 1 else None
+            ref = _reference_fn(gpu, job)
+            ok = verify(gpu, job, stage, result, ref, keep)
+        except gpu.drv.Error as e:  # loading the module or function
+            result.status, result.message = "launch_error", f"could not load the kernel: {e}"
+            return result
+        if ok and job.time_it:
             try:
-                _check_after_timing(gpu, job, stage, result, ref, set0)
-            finally:
-                _free(gpu, set0)
-        except KernelFault as e:
-            result.status, result.message = "runtime_error", f"while timing: {e}"
-    stage("done")
-    return result
+                binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
+                ref0 = keep.get("timing_ref")
+                timings, set0 = time_kernels(gpu, job, stage, binaries, seed0=ref0.seed if ref0 is not None else None)
+                result.timing = timings[0]
+                result.baseline_timing = timings[1] if len(timings) > 1 else None
+                try:
+                    _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
+                finally:
+                    _free(gpu, set0)
+            except KernelFault as e:
+                result.status, result.message = "runtime_error", f"while timing: {e}"
+        stage("done")
+        return result
+    finally:
+        if keep.get("timing_ref") is not None:
+            _free(gpu, keep["timing_ref"])
 
 
 def _open_gpu(device: int) -> tuple[Gpu | None, HarnessResult | None]:
@@ -591,24 +602,29 @@ def serve(workdir: str, ctrl_fd: int, device: int) -> int:
 FAULTS = frozenset({"runtime_error", "launch_error", "timeout", "harness_error", "reference_error"})
 
 
-def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, set0) -> None:
+def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, set0,
+                        ref0=None) -> None:
     """The timed launches must be right too: compare what the candidate wrote on input set 0
-    while timed with the reference on that set."""
+    while timed with the reference on that set (``ref0``: the reference's outputs on it, kept
+    from verification)."""
     spec = job.spec
     stage(f"checking the timed launches at sizes {spec.timing_sizes}")
     if gpu.ops is not None:
         from .device_case import judge
 
-        ref_case = _new_case(gpu, spec, spec.timing_sizes, set0.seed, job.candidate.constants)
-        try:
+        if ref0 is not None and ref0.seed == set0.seed:
+            check = judge(gpu, spec, 0, spec.timing_sizes, set0, ref0)
+        else:
+            ref_case = _new_case(gpu, spec, spec.timing_sizes, set0.seed, job.candidate.constants)
             try:
-                _reference_into(gpu, job, ref, 0, ref_case)
-            except Exception as e:      # the reference passed on these sizes during verification
-                result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
-                return
-            check = judge(gpu, spec, 0, spec.timing_sizes, set0, ref_case)
-        finally:
-            _free(gpu, ref_case)
+                try:
+                    _reference_into(gpu, job, ref, 0, ref_case)
+                except Exception as e:      # the reference passed on these sizes during verification
+                    result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
+                    return
+                check = judge(gpu, spec, 0, spec.timing_sizes, set0, ref_case)
+            finally:
+                _free(gpu, ref_case)
     else:
         data, out = set0.data, set0.download()
         try:
