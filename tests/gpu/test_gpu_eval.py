@@ -40,7 +40,10 @@ def test_every_example_verifies_and_is_timed(builder, kernel):
     spec = load_spec(find_spec(kernel), kernel)
     assert len(hr.checks) == len(spec.verify_sizes) * spec.verify.trials + 2   # + timing size + the timed launches
     assert all(c.passed for c in hr.checks)
-    assert len({c.seed for c in hr.checks}) == len(hr.checks)      # fresh inputs for every case
+    verified, timed = hr.checks[:-1], hr.checks[-1]
+    assert len({c.seed for c in verified}) == len(verified)         # fresh inputs for every case
+    # the timed launches ran on the verified timing-size case's inputs, checked against its reference
+    assert timed.size_index == 0 and timed.seed == next(c.seed for c in verified if c.size_index == 0)
     assert hr.timing.median_ms > 0 and hr.timing.reps >= 10 and hr.timing.flushed_l2
     print(f"{kernel.stem}: {ev.median_ms:.4f} ms (IQR {100 * hr.timing.spread:.2f}%)", file=sys.stderr)
 
