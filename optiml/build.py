@@ -204,6 +204,48 @@ def default_cache_dir() -> Path:
 
 # ------------------------------------------------------------------------------- the builder
 
+def build_key(source: str, flags: tuple[str, ...], arch: str, nvcc: str, include_dir: Path | None = None,
+              headers: dict[str, bytes] | None = None) -> str:
+    """A build's cache key: source, flags, arch, nvcc version, include folder, and the contents of
+    ``headers`` when given (the ones a remote build ships)."""
+    h = hashlib.sha256()
+    for part in (source, "\0".join(flags), arch, nvcc, str(include_dir or "")):
+        h.update(part.encode())
+        h.update(b"\1")
+    for name in sorted(headers or {}):
+        h.update(name.encode() + b"\0" + hashlib.sha256(headers[name]).digest())
+    return h.hexdigest()[:32]
+
+
+def read_cached(entry: Path) -> BuildResult | None:
+    """The cached BuildResult in cache folder ``entry``: a failure, or a success whose cubin is
+    still there; None when absent or damaged."""
+    meta = entry / "build.json"
+    if not meta.is_file():
+        return None
+    try:
+        result = BuildResult.from_dict(json.loads(meta.read_text()))
+    except (ValueError, TypeError, KeyError):
+        logger.warning("ignoring a damaged build cache entry {}", entry)
+        return None
+    if not result.ok or (result.cubin_path and Path(result.cubin_path).is_file()):
+        result.cached = True
+        return result
+    return None
+
+
+class KeyLocks:
+    """One lock per key (a build of one key at a time across threads)."""
+
+    def __init__(self):
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+
 class NvccBuilder:
     """nvcc -cubin for one architecture, cached by (source, flags, arch, nvcc version)."""
 
@@ -211,37 +253,25 @@ class NvccBuilder:
         self.arch = normalize_arch(arch)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.timeout_s = timeout_s
-        self._locks: dict[str, threading.Lock] = {}     # one build of a key at a time (builds run in threads)
-        self._locks_guard = threading.Lock()
+        self._locks = KeyLocks()     # one build of a key at a time (builds run in threads)
 
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
-        h = hashlib.sha256()
-        for part in (source, "\0".join(flags), self.arch, nvcc_version(), str(include_dir or "")):
-            h.update(part.encode())
-            h.update(b"\1")
-        return h.hexdigest()[:32]
+        return build_key(source, flags, self.arch, nvcc_version(), include_dir)
 
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
               name: str = "kernel.cu") -> BuildResult:
         """Compile ``source``; ``name`` is the file name compiler messages will show."""
         flags = tuple(flags)
         key = self.key(source, flags, include_dir)
-        with self._locks_guard:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
+        with self._locks(key):
             return self._build(key, source, flags, include_dir, name)
 
     def _build(self, key: str, source: str, flags: tuple[str, ...], include_dir: Path | None, name: str) -> BuildResult:
         d = self.cache_dir / key
         meta = d / "build.json"
-        if meta.is_file():
-            try:
-                result = BuildResult.from_dict(json.loads(meta.read_text()))
-                if not result.ok or (result.cubin_path and Path(result.cubin_path).is_file()):
-                    result.cached = True
-                    return result
-            except (ValueError, TypeError, KeyError):
-                logger.warning("ignoring a damaged build cache entry {}", d)
+        hit = read_cached(d)
+        if hit is not None:
+            return hit
         d.mkdir(parents=True, exist_ok=True)
         src = d / (Path(name).name if name.endswith(".cu") else "kernel.cu")
         src.write_text(source)

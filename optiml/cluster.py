@@ -26,7 +26,6 @@ exception raised by optiml's own code on the worker is re-raised here, as a bug 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import tempfile
@@ -41,7 +40,8 @@ from loguru import logger
 
 from . import __version__
 from .build import DEFAULT_TIMEOUT_S as BUILD_TIMEOUT_S
-from .build import BuildResult, NvccBuilder, default_cache_dir, normalize_arch, nvcc_version
+from .build import (BuildResult, KeyLocks, NvccBuilder, build_key, default_cache_dir, normalize_arch, nvcc_version,
+                    read_cached)
 from .errors import EnvironmentProblem, UserError
 from .verify.harness import DEFAULT_TIMEOUT_S as HARNESS_TIMEOUT_S
 from .verify.harness import HarnessJob, HarnessResult, KernelBinary, SubprocessHarness
@@ -144,8 +144,8 @@ class DaskBuilder(_OnCluster):
         self.timeout_s = timeout_s
         super().__init__(client, resources, wait_s)
         self.submitted = 0                      # builds sent to the cluster (cache hits are not)
-        self._lock = threading.Lock()
-        self._inflight: dict[str, threading.Event] = {}
+        self._locks = KeyLocks()
+        self._count = threading.Lock()
         try:
             self.nvcc_version = self._probe()
         except BaseException:
@@ -172,13 +172,7 @@ class DaskBuilder(_OnCluster):
         return self._key(source, tuple(flags), include_dir, headers, self.nvcc_version)
 
     def _key(self, source, flags, include_dir, headers, nvcc) -> str:
-        h = hashlib.sha256()   # NvccBuilder.key's parts, then the headers' contents
-        for part in (source, "\0".join(flags), self.arch, nvcc, str(include_dir or "")):
-            h.update(part.encode())
-            h.update(b"\1")
-        for name in sorted(headers or {}):
-            h.update(name.encode() + b"\0" + hashlib.sha256(headers[name]).digest())
-        return h.hexdigest()[:32]
+        return build_key(source, flags, self.arch, nvcc, include_dir, headers)
 
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
               name: str = "kernel.cu") -> BuildResult:
@@ -187,23 +181,13 @@ class DaskBuilder(_OnCluster):
         headers = _headers(include_dir) if include_dir is not None else None
         key = self._key(source, flags, include_dir, headers, self.nvcc_version)
         entry = self.cache_dir / key
-        while True:          # one build of a key at a time; the others then find it in the cache
-            hit = _cached(entry)
+        with self._locks(key):   # one build of a key at a time; the others then find it in the cache
+            hit = read_cached(entry)
             if hit is not None:
                 return hit
-            with self._lock:
-                running = self._inflight.get(key)
-                if running is None:
-                    mine = self._inflight[key] = threading.Event()
-                    self.submitted += 1
-                    break
-            running.wait()
-        try:
+            with self._count:
+                self.submitted += 1
             return self._build_remote(source, flags, include_dir, headers, name, key)
-        finally:
-            with self._lock:
-                del self._inflight[key]
-            mine.set()
 
     def _build_remote(self, source, flags, include_dir, headers, name, key) -> BuildResult:
         t0 = time.perf_counter()
@@ -260,21 +244,6 @@ def _headers(include_dir: Path) -> dict[str, bytes]:
                                 f"workers; keep the kernel's headers in a folder of their own.")
             out[p.name] = data
     return out
-
-
-def _cached(entry: Path) -> BuildResult | None:
-    meta = entry / "build.json"
-    if not meta.is_file():
-        return None
-    try:
-        result = BuildResult.from_dict(json.loads(meta.read_text()))
-    except (ValueError, TypeError, KeyError):
-        logger.warning("ignoring a damaged build cache entry {}", entry)
-        return None
-    if not result.ok or (result.cubin_path and Path(result.cubin_path).is_file()):
-        result.cached = True
-        return result
-    return None
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -21,29 +21,26 @@ from .errors import UserError
 PROPOSERS = ("rules", "llm", "mixed")
 
 
-def _gpu_facts() -> tuple[str | None, str | None]:
+def _smi(*args: str) -> str:
+    """nvidia-smi's output ("" without it, or when it fails)."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return None, None
+        return ""
     try:
-        out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
+        return subprocess.run([smi, *args], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
-        return None, None
+        return ""
+
+
+def _gpu_facts() -> tuple[str | None, str | None]:
+    out = _smi("--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0").strip()
     name, _, driver = out.partition(",")
     return (name.strip() or None), (driver.strip() or None)
 
 
 def visible_gpus() -> list[tuple[int, str]]:
     """(index, name) of every GPU nvidia-smi lists (CUDA_VISIBLE_DEVICES renumbers them from 0)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        out = subprocess.run([smi, "--query-gpu=index,name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
+    out = _smi("--query-gpu=index,name", "--format=csv,noheader")
     rows = [ln.split(",", 1) for ln in out.strip().splitlines() if "," in ln]
     gpus = [(i, name.strip()) for i, (_, name) in enumerate(rows)]
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -89,7 +89,6 @@ class _Item:
     ev: Evaluation | None = None
     job: object = None
     counts: tuple = ()
-    device: int = 0
     profile: bool = True
     queued_at: float = field(default_factory=time.perf_counter)
 
@@ -239,7 +238,6 @@ class EvaluationPool:
         if ev.status != "ok" or not item.profile:
             self._done(item)
             return
-        item.device = dev.index
         item.queued_at = time.perf_counter()
         with self._prof_cond:
             self._prof.append(item)

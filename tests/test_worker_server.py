@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from optiml.spec import Launch
-from optiml.verify.harness import Case, HarnessJob, KernelBinary
 from optiml.verify.server import WorkerHarness
-from tests.test_spec import load
+from tests.test_harness_parent import job  # noqa: F401  (the same fixture: a job no GPU ever sees)
 
 # $4 = work dir, $5 = control fd; each line on stdin is a job number
 SERVE = '''#!/bin/bash
@@ -30,13 +28,6 @@ def fake_python(tmp_path: Path, per_job: str = ":") -> str:
     p.write_text(SERVE % per_job)
     p.chmod(p.stat().st_mode | stat.S_IEXEC)
     return str(p)
-
-
-@pytest.fixture
-def job(tmp_path):
-    spec = load(tmp_path)
-    kb = KernelBinary("/nonexistent.cubin", "scale", (Launch((1, 1, 1), (1, 1, 1), 0),) * 3)
-    return HarnessJob(spec=spec, candidate=kb, reference=None, cases=(Case(1, 1),))
 
 
 def test_one_child_serves_many_jobs(tmp_path, job):

@@ -112,11 +112,7 @@ class NcuProfiler:
             (d / "job.pkl").write_bytes(pickle.dumps(replace(job, profile_tag=tag, time_it=False)))
             env = child_env()
             rep = d / "profile"
-            cmd = [self.ncu, "--nvtx", "--nvtx-include", f"optiml@optiml.profile.{tag}/",
-                   "--metrics", ",".join(metrics), "--clock-control", self.clock_control,
-                   "--cache-control", "all", "-o", str(rep), "-f",
-                   self.python, "-m", "optiml.verify.worker", str(d)]
-            code, out = _run(cmd, self.timeout_s, env)
+            code, out = _run(self._cmd(metrics, [tag], rep, [str(d)]), self.timeout_s, env)
             wall = time.perf_counter() - t0
             if code is None:
                 return ProfileResult.failure(ProfileStatus.TIMEOUT, f"ncu did not finish within {self.timeout_s:g} s",

@@ -164,28 +164,34 @@ class SubprocessHarness:
             wall = time.perf_counter() - t0
             stage = _read(d / "stage.txt").strip()
             tail = _tail(log_path)
-            result_file = d / "result.json"
-            if flooded:
-                result = HarnessResult("runtime_error", f"the GPU child printed more than {self.log_limit >> 20} MiB"
-                                       f"{' during ' + stage if stage else ''} and was stopped")
-            elif result_file.is_file() and not timed_out:
-                try:
-                    result = HarnessResult.from_dict(json.loads(result_file.read_text()))
-                except (ValueError, TypeError, KeyError) as e:
-                    result = HarnessResult("harness_error", f"could not read the child's result ({e})")
-            elif timed_out:
-                result = HarnessResult("timeout", f"the GPU child did not finish within {self.timeout_s:g} s"
-                                       f"{' (last stage: ' + stage + ')' if stage else ''} and was killed")
-            else:
-                code = proc.returncode
-                sig = f" (signal {signal.Signals(-code).name})" if code is not None and code < 0 else ""
-                result = HarnessResult("runtime_error", f"the GPU child exited with code {code}{sig} without a result"
-                                       f"{' during ' + stage if stage else ''}")
+            outcome = "flooded" if flooded else "timeout" if timed_out else "done"
+            result = child_result(outcome, d / "result.json", stage, self.timeout_s, self.log_limit, proc.returncode)
             result.log_tail = tail
             result.wall_s = wall
             result.stage = result.stage or stage
             logger.debug("harness job: {} in {:.2f}s", result.status, wall)
             return result
+
+
+def child_result(outcome: str, result_file: Path | None, stage: str, timeout_s: float, log_limit: int,
+                 returncode: int | None) -> HarnessResult:
+    """What a GPU child's job came to: ``outcome`` is 'flooded' (stopped at the log limit),
+    'timeout' (killed), or 'done' (it answered or ended: its result file, if it wrote one and
+    ``result_file`` is given, else how it exited)."""
+    if outcome == "flooded":
+        return HarnessResult("runtime_error", f"the GPU child printed more than {log_limit >> 20} MiB"
+                             f"{' during ' + stage if stage else ''} and was stopped")
+    if outcome == "timeout":
+        return HarnessResult("timeout", f"the GPU child did not finish within {timeout_s:g} s"
+                             f"{' (last stage: ' + stage + ')' if stage else ''} and was killed")
+    if result_file is not None and result_file.is_file():
+        try:
+            return HarnessResult.from_dict(json.loads(result_file.read_text()))
+        except (ValueError, TypeError, KeyError) as e:
+            return HarnessResult("harness_error", f"could not read the child's result ({e})")
+    sig = f" (signal {signal.Signals(-returncode).name})" if returncode is not None and returncode < 0 else ""
+    return HarnessResult("runtime_error", f"the GPU child exited with code {returncode}{sig} without a result"
+                         f"{' during ' + stage if stage else ''}")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -213,12 +219,15 @@ def _read(p: Path) -> str:
         return ""
 
 
-def _tail(p: Path) -> str:
+def _tail(p: Path, start: int = 0) -> str:
+    """The last LOG_TAIL bytes written to ``p`` from offset ``start`` on."""
     try:
         size = p.stat().st_size
         with open(p, "rb") as f:
-            f.seek(max(0, size - LOG_TAIL))
+            begin = max(start, size - LOG_TAIL)
+            f.seek(begin)
             text = f.read().decode("utf-8", "replace")
-        return (f"[... {size - LOG_TAIL} bytes of child output omitted ...]\n" if size > LOG_TAIL else "") + text
+        skipped = begin - start
+        return (f"[... {skipped} bytes of child output omitted ...]\n" if skipped > 0 else "") + text
     except FileNotFoundError:
         return ""

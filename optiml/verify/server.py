@@ -12,11 +12,9 @@ starts a fresh one. Not thread-safe: one caller at a time per instance (one per 
 """
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,8 +26,8 @@ from loguru import logger
 from ..procs import child_env
 
 LOG_KEEP = 1 << 20        # the log is emptied before a job once it holds more than this
-from .harness import (DEFAULT_TIMEOUT_S, LOG_LIMIT, LOG_TAIL, POLL_S, HarnessJob, HarnessResult, _kill_group,
-                      _read)
+from .harness import (DEFAULT_TIMEOUT_S, LOG_LIMIT, POLL_S, HarnessJob, HarnessResult, _kill_group, _read, _size,
+                      _tail, child_result)
 
 
 class WorkerHarness:
@@ -151,49 +149,16 @@ class WorkerHarness:
             except subprocess.TimeoutExpired:
                 _kill_group(self._proc)
         result_file = self.dir / f"result-{n}.json"
-        where = f" during {stage}" if stage else ""
-        if answer == "flooded":
-            result = HarnessResult("runtime_error", f"the GPU child printed more than {self.log_limit >> 20} MiB{where} "
-                                   "and was stopped")
-        elif answer == "timeout":
-            result = HarnessResult("timeout", f"the GPU child did not finish within {self.timeout_s:g} s"
-                                   f"{' (last stage: ' + stage + ')' if stage else ''} and was killed")
-        elif answer in ("done", "exit") and result_file.is_file():
-            try:
-                result = HarnessResult.from_dict(json.loads(result_file.read_text()))
-            except (ValueError, TypeError, KeyError) as e:
-                result = HarnessResult("harness_error", f"could not read the child's result ({e})")
-        else:
-            code = self._proc.returncode
-            sig = f" (signal {signal.Signals(-code).name})" if code is not None and code < 0 else ""
-            result = HarnessResult("runtime_error", f"the GPU child exited with code {code}{sig} without a result{where}")
+        result = child_result(answer if answer in ("timeout", "flooded") else "done",
+                              None if answer == "died" else result_file, stage, self.timeout_s,
+                              self.log_limit, self._proc.returncode)
         if answer != "done":
             self._close_child()                    # the next job starts a fresh child
         for f in (self.dir / f"job-{n}.pkl", result_file):
             f.unlink(missing_ok=True)
-        result.log_tail = _tail_from(self.log_path, log_start)
+        result.log_tail = _tail(self.log_path, log_start)
         result.wall_s = time.perf_counter() - t0
         result.stage = result.stage or stage
         logger.debug("worker {} job {}: {} in {:.2f}s", self.device, n, result.status, result.wall_s)
         return result
 
-
-def _size(p: Path) -> int:
-    try:
-        return p.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _tail_from(p: Path, start: int) -> str:
-    """The last LOG_TAIL bytes the child wrote since ``start`` (this job's output)."""
-    try:
-        size = p.stat().st_size
-        with open(p, "rb") as f:
-            begin = max(start, size - LOG_TAIL)
-            f.seek(begin)
-            text = f.read().decode("utf-8", "replace")
-        skipped = begin - start
-        return (f"[... {skipped} bytes of child output omitted ...]\n" if skipped > 0 else "") + text
-    except FileNotFoundError:
-        return ""

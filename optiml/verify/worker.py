@@ -258,11 +258,8 @@ def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessRe
         try:
             try:
                 _reference_into(gpu, job, ref, case.size_index, ref_case)
-            except KernelFault as e:
-                result.status, result.message = "reference_error", f"the reference kernel failed at sizes {sizes}: {e}"
-                return False
-            except Exception as e:  # the user's Python reference raised
-                result.status, result.message = "reference_error", f"the Python reference failed at sizes {sizes}: {type(e).__name__}: {e}"
+            except Exception as e:
+                _reference_failure(result, sizes, e)
                 return False
             stage(f"candidate at sizes {sizes} (seed {case.seed})")
             cand_case = _new_case(gpu, spec, sizes, case.seed, job.candidate.constants)
@@ -288,6 +285,15 @@ def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessRe
     return True
 
 
+def _reference_failure(result: HarnessResult, sizes: dict, e: Exception) -> None:
+    """The seed reference kernel faulted (KernelFault), or the user's Python reference raised."""
+    result.status = "reference_error"
+    if isinstance(e, KernelFault):
+        result.message = f"the reference kernel failed at sizes {sizes}: {e}"
+    else:
+        result.message = f"the Python reference failed at sizes {sizes}: {type(e).__name__}: {e}"
+
+
 def _launch_failure(result: HarnessResult, sizes: dict, msg: str) -> None:
     launch_problem = any(s in msg.lower() for s in ("invalid argument", "out of resources", "too many resources", "invalid value"))
     result.status = "launch_error" if launch_problem else "runtime_error"
@@ -307,11 +313,8 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, 
         stage(f"reference at sizes {sizes} (seed {case.seed})")
         try:
             ref_out = _reference_outputs(gpu, job, ref, case.size_index, data)
-        except KernelFault as e:
-            result.status, result.message = "reference_error", f"the reference kernel failed at sizes {sizes}: {e}"
-            return False
-        except Exception as e:  # the user's Python reference raised
-            result.status, result.message = "reference_error", f"the Python reference failed at sizes {sizes}: {type(e).__name__}: {e}"
+        except Exception as e:
+            _reference_failure(result, sizes, e)
             return False
         stage(f"candidate at sizes {sizes} (seed {case.seed})")
         try:
@@ -619,8 +622,8 @@ def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: Harness
             try:
                 try:
                     _reference_into(gpu, job, ref, 0, ref_case)
-                except Exception as e:      # the reference passed on these sizes during verification
-                    result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
+                except Exception as e:
+                    _timing_reference_failure(result, e)
                     return
                 check = judge(gpu, spec, 0, spec.timing_sizes, set0, ref_case)
             finally:
@@ -629,14 +632,19 @@ def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: Harness
         data, out = set0.data, set0.download()
         try:
             ref_out = _reference_outputs(gpu, job, ref, 0, data)
-        except Exception as e:      # the reference passed on these sizes during verification
-            result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
+        except Exception as e:
+            _timing_reference_failure(result, e)
             return
         check = _check_case(spec, 0, spec.timing_sizes, set0.seed, data, out, ref_out)
     result.checks.append(check)
     if not check.passed:
         result.status = "wrong_output"
         result.message = f"the outputs of the timed launches are wrong (verified launches were right): {check.message}"
+
+
+def _timing_reference_failure(result: HarnessResult, e: Exception) -> None:
+    # the reference passed on these sizes during verification: this is unexpected
+    result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
 
 
 def _write(path: Path, result: HarnessResult) -> int:
