@@ -9,7 +9,9 @@ workers, ncu in batches) with a real trace store in a temporary directory, as `o
 does (EvaluationPool, several candidates in flight). Every stage's entry point is wrapped with a
 recorder of busy intervals: propose (the proposer), build (nvcc, cache misses), GPU worker
 (verify + time, one persistent worker per GPU), profile (one ncu process per batch), store
-(SQLite writes). The floor is what the hardware and the vendor tools cost: the wall time during
+(SQLite writes); inside the GPU worker, verify (of which the spec's Python reference on the
+host, and the wait for the GPU it lent meanwhile) and time (the timed launches and their
+check), as the worker reports them. The floor is what the hardware and the vendor tools cost: the wall time during
 which nvcc, ncu or a GPU worker was running (the union of their intervals, since they overlap);
 optiml's own overhead is the rest of the wall time (the search, the store, Python glue, waiting
 on nothing). The GPU's own kernel time (timing samples x 1.5) is printed beside it. Prints one
@@ -114,6 +116,8 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
         nvcc_s = [0.0]
         statuses: dict[str, int] = {}
         profiled = [0]
+        phases: dict[str, float] = {}
+        ncu_ratio: list[float] = []         # ncu's duration over the timed median, per candidate
 
         def on_done(ev, result):
             print(f"  [{name}] {ev.status} {ev.median_ms or 0:.4f} ms, wall {ev.wall_s:.2f} s, "
@@ -121,8 +125,14 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
             statuses[ev.status] = statuses.get(ev.status, 0) + 1
             if ev.profile is not None and ev.profile.ok:
                 profiled[0] += 1
+                dur = ev.profile.metrics.get("duration_ns")
+                if dur and ev.median_ms:
+                    ncu_ratio.append(dur / 1e6 / ev.median_ms)
             if ev.harness is not None and ev.harness.timing is not None:
                 samples_ms.extend(ev.harness.timing.samples_ms)
+            if ev.harness is not None:
+                for k, v in ev.harness.phases.items():
+                    phases[k] = phases.get(k, 0.0) + v
             if ev.build is not None and not ev.build.cached:
                 nvcc_s[0] += ev.build.wall_s
         adapter.on_done = on_done
@@ -143,6 +153,9 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
     ncu_iv = t_prof.intervals if t_prof else []
     busy = union(t_build.intervals + ncu_iv + gpu_iv)
     stages = {"propose": t_prop.total, "build": t_build.total, "gpu worker": sum(b - a for a, b in gpu_iv),
+              " verify": phases.get("verify", 0.0), "  python ref": phases.get("python_reference", 0.0),
+              " time": phases.get("time", 0.0) + phases.get("check_timed", 0.0),
+            " waiting for the GPU (lent)": phases.get("waiting_for_gpu", 0.0),
               "profile": t_prof.total if t_prof else 0.0, "store": sum(t.total for t in t_store)}
     return {"example": name, "budget": budget, "seed": seed, "profile": profile, "gpus": gpus,
             "parallel": 1 if sequential else parallel, "sequential": sequential,
@@ -154,6 +167,7 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
             "profile_batches": {d: v["profile_batches"] for d, v in stats.items()},
             "worker_starts": {d: v["worker_starts"] for d, v in stats.items()},
             "overhead_pct": 100 * max(total - busy, 0.0) / total,
+            "ncu_duration_over_timed_median": sorted(ncu_ratio)[len(ncu_ratio) // 2] if ncu_ratio else None,
             "best_speedup": (search.root.median_ms / best.median_ms) if best and best.median_ms else None,
             "best_path": list(best.path()) if best else None}
 
@@ -163,9 +177,10 @@ def table(r: dict) -> str:
     lines = [f"{r['example']}: {r['evaluated']} candidates fully evaluated in {r['total_s']:.1f} s = "
              f"{r['per_minute']:.1f} per minute (budget {r['budget']}, seed {r['seed']}, "
              f"{'with' if r['profile'] else 'without'} ncu, {mode}); best {r['best_speedup'] or 0:.2f}x",
-             f"  statuses {r['statuses']}; {r['profiled']} profiled"]
+             f"  statuses {r['statuses']}; {r['profiled']} profiled (ncu's duration / timed median, median over "
+             f"candidates: {r['ncu_duration_over_timed_median'] or 0:.3f})"]
     for k, v in r["stages_s"].items():
-        lines.append(f"  {k:<10} {v:8.1f} s busy  ({100 * v / r['total_s']:5.1f} % of the wall time; stages overlap)")
+        lines.append(f"  {k:<12} {v:8.1f} s busy  ({100 * v / r['total_s']:5.1f} % of the wall time; stages overlap)")
     f = r["floor_s"]
     lines.append(f"  floor: nvcc, ncu or a GPU worker running {f['union of nvcc, ncu, gpu worker']:.1f} s of "
                  f"{r['total_s']:.1f} s (GPU kernels alone ~{f['gpu kernels']:.1f} s; GPU held "

@@ -224,6 +224,8 @@ class Evaluator:
         """Fill ``ev`` from the GPU job's result (a time under the speed of light is verified and
         timed again on ``harness`` first); returns the spec's counts for :meth:`add_profile`."""
         ev.stage_s["gpu"] = ev.stage_s.get("gpu", 0.0) + hr.wall_s
+        for k, v in hr.phases.items():      # inside the GPU child: verify, time, check_timed, python_reference
+            ev.stage_s[k] = ev.stage_s.get(k, 0.0) + v
         counts = self._counts(job.candidate)
         bound = self._speed_of_light_ms(counts, hr)
         if bound is not None and hr.status == "ok" and hr.timing is not None and hr.timing.median_ms < bound:

@@ -13,9 +13,12 @@ that :meth:`Evaluator.evaluate` gives, but many candidates move at once:
 On each device one :class:`FairLock` orders everything that must have the GPU to itself:
 timing, and the candidates' launches under ncu (whose start-up, before it takes the lock,
 overlaps the other work). So no timing ever shares the GPU with a profiled or timed launch.
-ncu serialises profiling across the processes of a host (measured: with two GPUs each batch's
-time on the GPU grew by 60 %), so a batch first takes one host-wide ncu lock, then its device's:
-a device is never held idle waiting for the other GPU's ncu.
+A job lends the lock while it computes on the host only (the spec's Python reference).
+ncu serialises profiling across the processes of a host through one lock file (measured: with
+two GPUs each batch's time on the GPU grew by 60 %); each device's batches use a lock file of
+that GPU's own (keyed by its PCI bus id, which the worker reports), and until that is known a
+batch takes one host-wide ncu lock before its device's, so a device never sits locked waiting
+for another GPU's ncu.
 Failures are statuses, as in the sequential pipeline; an exception in a stage is a bug in
 optiml and is set on the candidate's future.
 """
@@ -99,6 +102,7 @@ class _Device:
         self.harness = harness
         self.lock = FairLock()
         self.name = ""
+        self.pci = ""            # PCI bus id: the key of this GPU's own ncu lock file
         self.jobs = 0
         self.batches: list[int] = []
 
@@ -130,8 +134,8 @@ class EvaluationPool:
         self._gpu_q: queue.Queue = queue.Queue()
         self._prof: collections.deque[_Item] = collections.deque()
         self._prof_cond = threading.Condition()
-        # ncu profiles one process at a time on a host, whatever the GPU: a batch takes this lock
-        # before its device's, so a device never sits locked waiting for another GPU's ncu
+        # ncu's default lock file is host-wide: a batch on a GPU whose own lock file is not known
+        # takes this lock before its device's, so a device never sits locked waiting for another GPU's ncu
         self._ncu_lock = FairLock()
         self._outstanding = 0                    # submitted, not finished
         self._count_lock = threading.Lock()
@@ -231,10 +235,14 @@ class EvaluationPool:
             self._done(item)
             return
         with dev.lock:
-            hr = dev.harness.run(item.job)
+            if getattr(dev.harness, "lends_gpu", False):    # the GPU goes to a profiled batch while the job is on the host
+                hr = dev.harness.run(item.job, lend=dev.lock)
+            else:
+                hr = dev.harness.run(item.job)
             item.counts = self.evaluator.judge(ev, item.job, hr, dev.harness)
         dev.jobs += 1
         dev.name = dev.name or (hr.device_name or "")
+        dev.pci = dev.pci or (hr.device_pci or "")
         if ev.status != "ok" or not item.profile:
             self._done(item)
             return
@@ -273,6 +281,11 @@ class EvaluationPool:
                 batches.submit(self._guard, self._profile_stage, batch, dev, off_gpu)
                 off_gpu.wait()
 
+    def _ncu_locks(self, dev: _Device):
+        """What a batch holds on the GPU: the device's lock, after the host-wide ncu lock while
+        the GPU's own ncu lock file is not known."""
+        return dev.lock if dev.pci else _Both(self._ncu_lock, dev.lock)
+
     def _profile_stage(self, batch: list[_Item], dev: _Device, off_gpu: threading.Event | None = None) -> None:
         from .profiler.types import ProfileStatus
 
@@ -284,14 +297,15 @@ class EvaluationPool:
             item.ev.stage_s["profile_queue"] = now - item.queued_at
         jobs = [replace(item.job, device=dev.index) for item in batch]
         try:
-            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=_Both(self._ncu_lock, dev.lock),
-                                                  on_gpu_done=off_gpu.set if off_gpu is not None else None)
+            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=self._ncu_locks(dev),
+                                                  on_gpu_done=off_gpu.set if off_gpu is not None else None,
+                                                  lock_key=dev.pci)
         finally:
             if off_gpu is not None:
                 off_gpu.set()
         dev.batches.append(len(batch))
         for item, job, prof in zip(batch, jobs, results):
             if len(batch) > 1 and prof.status is ProfileStatus.REPLAY_FAILED:
-                prof = self.profiler.profile_batch([job], dev.name, gpu_lock=_Both(self._ncu_lock, dev.lock))[0]  # alone
+                prof = self.profiler.profile_batch([job], dev.name, gpu_lock=self._ncu_locks(dev), lock_key=dev.pci)[0]  # alone
             self.evaluator.add_profile(item.ev, prof, item.counts)
             self._done(item)

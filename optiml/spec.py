@@ -108,6 +108,9 @@ class TimingConfig:
     max_reps: int = 300
     target_ms: float = 400.0
     flush_l2: bool = True
+    # stop before target_ms once the median is this precise: the 95% confidence interval of the
+    # median (order statistics) within +-precision of it. 0: always repeat to target_ms.
+    precision: float = 0.005
 
 
 @dataclass(frozen=True)
@@ -417,17 +420,20 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
         raise vr.err("trials", f"must be between {MIN_TRIALS} and 100, not {show(verify.trials)}.")
 
     tm = r.table("timing")
-    tm.check_keys({"warmup_ms", "min_reps", "max_reps", "target_ms", "flush_l2"})
+    tm.check_keys({"warmup_ms", "min_reps", "max_reps", "target_ms", "flush_l2", "precision"})
     timing = TimingConfig(
         warmup_ms=float(tm.number("warmup_ms", default=25.0)),
         min_reps=tm.get("min_reps", int, default=10),
         max_reps=tm.get("max_reps", int, default=300),
         target_ms=float(tm.number("target_ms", default=400.0)),
         flush_l2=tm.get("flush_l2", bool, default=True),
+        precision=float(tm.number("precision", default=0.005)),
     )
     for key in ("warmup_ms", "target_ms"):
         if getattr(timing, key) < 0:
             raise tm.err(key, "must be zero or positive.")
+    if not 0 <= timing.precision < 1:
+        raise tm.err("precision", f"must be at least 0 and below 1 (0.005 is +-0.5 %), not {show(timing.precision)}.")
     if not 1 <= timing.min_reps <= timing.max_reps:
         raise tm.err("min_reps", "must be at least 1 and not above timing.max_reps.")
 

@@ -44,6 +44,9 @@ if mode == "hang":
 while not (d / "go").exists():
     time.sleep(0.005)
 (d / "events").write_text(str(time.monotonic()))
+if os.environ.get("FAKE_NCU_LOG"):
+    with open(os.environ["FAKE_NCU_LOG"], "a") as f:
+        f.write(os.environ.get("TMPDIR", "") + "\n")
 time.sleep(0.2)                                    # "profiling"
 reached = tags[:1] if mode == "fault" else tags
 (d / "done.txt").write_text("".join(t + "\n" for t in reached))
@@ -126,3 +129,24 @@ def test_a_hung_batch_is_a_timeout(tmp_path, monkeypatch):
     results = prof.profile_batch(jobs(tmp_path, 2), "gpu")
     assert [r.status for r in results] == [ProfileStatus.TIMEOUT] * 2
     assert time.monotonic() - t0 < 15
+
+
+def test_a_lock_key_gives_ncu_a_lock_file_of_that_gpu(tmp_path, monkeypatch):
+    """ncu serialises profiling through $TMPDIR/nsight-compute-lock: with a key (the GPU's PCI
+    bus id) each GPU gets its own directory, so batches on two GPUs do not wait for each other."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    log = tmp_path / "tmpdirs.txt"
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache")
+    keys = ("00000000:19:00.0", "00000000:3B:00.0", "")
+    for key in keys:
+        assert prof.profile_batch(jobs(tmp_path, 1), "gpu", lock_key=key)[0].ok
+    dirs = dict(zip(keys, log.read_text().split("\n")))
+    assert dirs[keys[0]] != dirs[keys[1]]
+    for key in keys[:2]:
+        d = Path(dirs[key])
+        assert d.is_dir() and d.parent == Path(tempfile.gettempdir()) and ":" not in d.name
+    assert dirs[""] == os.environ.get("TMPDIR", "")     # no key: ncu's own default

@@ -79,7 +79,7 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 SPEC_WORDS = ["kernel", "entry", "nvcc_flags", "sizes", "timing", "verify", "args", "name", "dtype", "role", "shape",
               "init", "dist", "mean", "std", "low", "high", "value", "launch", "grid", "block", "shared_mem",
               "reference", "kind", "python", "tolerance", "atol", "rtol", "counts", "flops", "bytes", "trials",
-              "timing_size", "seed", "warmup_ms", "min_reps", "max_reps", "target_ms", "flush_l2", "N", "M",
+              "timing_size", "seed", "warmup_ms", "min_reps", "max_reps", "target_ms", "flush_l2", "precision", "N", "M",
               "float32", "int32", "bfloat16", "bool", "input", "output", "inout", "scalar", "normal", "uniform",
               "integers", "constant"]
 KEYS = st.sampled_from(SPEC_WORDS) | TEXT

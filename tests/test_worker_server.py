@@ -81,3 +81,90 @@ def test_real_worker_without_pycuda_reports_it_and_restarts(job):
         a, b = h.run(job), h.run(job)
         assert a.status == b.status == "harness_error" and "pycuda is not installed" in a.message
         assert h.starts == 2           # a harness error is a fault: the child left, a new one came
+
+
+# ------------------------------------------------------------------ lending the GPU while on the host
+
+LEND = ('echo host >&"$fd"; echo "host $n" >> "$dir/seen"; sleep 0.4; echo gpu >&"$fd"; read go; '
+        'echo "$go $n" >> "$dir/seen"')
+
+
+def test_the_gpu_is_lent_while_the_job_is_on_the_host(tmp_path, job):
+    """The caller holds the device lock around run(); while the child says it is on the host,
+    another thread (a profiled batch) gets the lock, and the child goes on only after it is
+    given back."""
+    import threading
+    import time
+
+    from optiml.pool import FairLock
+
+    lock = FairLock()
+    events = []
+
+    def other():
+        time.sleep(0.1)                   # the job has started and holds the lock
+        with lock:
+            events.append(("other in", time.monotonic()))
+            time.sleep(0.6)               # longer than the child's host phase
+            events.append(("other out", time.monotonic()))
+
+    with WorkerHarness(python=fake_python(tmp_path, LEND), timeout_s=30) as h:
+        t = threading.Thread(target=other)
+        with lock:
+            t.start()
+            r = h.run(job, lend=lock)
+            events.append(("job done", time.monotonic()))
+        t.join()
+        seen = (h.dir / "seen").read_text().split("\n")
+    assert r.status == "ok"
+    assert [e[0] for e in events] == ["other in", "other out", "job done"]
+    assert "go 1" in seen                 # the child was told to go on
+    assert lock.held_s > 0
+
+
+def test_without_a_lock_the_child_is_told_to_go_on_at_once(tmp_path, job):
+    with WorkerHarness(python=fake_python(tmp_path, LEND), timeout_s=30) as h:
+        assert [h.run(job).status for _ in range(2)] == ["ok", "ok"]
+        assert "go 2" in (h.dir / "seen").read_text()
+
+
+@pytest.mark.parametrize("after_host,status", [("sleep 600", "timeout"), ("kill -SEGV $$", "runtime_error")])
+def test_a_job_that_fails_while_lent_returns_with_the_lock_held_again(tmp_path, job, after_host, status):
+    import threading
+
+    from optiml.pool import FairLock
+
+    lock = FairLock()
+    py = fake_python(tmp_path, f'if [ "$n" = 1 ]; then echo host >&"$fd"; {after_host}; fi')
+    with WorkerHarness(python=py, timeout_s=1.0) as h:
+        with lock:
+            r = h.run(job, lend=lock)
+            got = []                       # held again: another thread cannot enter until we leave
+            t = threading.Thread(target=lambda: (lock.__enter__(), got.append(1), lock.__exit__(None, None, None)))
+            t.start()
+            t.join(timeout=0.3)
+            assert not got
+        t.join(timeout=5)
+        assert got == [1]
+        assert r.status == status
+        assert h.run(job).status == "ok"   # a fresh child
+
+
+def test_stage_off_gpu_speaks_the_protocol():
+    import io
+
+    from optiml.verify.worker import Stage
+
+    ctrl = io.StringIO()
+    st = Stage(Path("/dev/null"), ctrl=ctrl, stdin=io.StringIO("go\n"))
+    with st.off_gpu():
+        ctrl.write("working\n")
+    assert ctrl.getvalue() == "host\nworking\ngpu\n"
+    assert "waiting_for_gpu" in st.phases
+    st = Stage(Path("/dev/null"), ctrl=io.StringIO(), stdin=io.StringIO(""))   # the parent closed stdin
+    with pytest.raises(SystemExit):
+        with st.off_gpu():
+            pass
+    plain = Stage(Path("/dev/null"))        # a one-job child: nothing to say
+    with plain.off_gpu():
+        pass

@@ -148,14 +148,19 @@ class NcuProfiler:
         return cmd + ["--metrics", ",".join(metrics), "--clock-control", self.clock_control,
                       "--cache-control", "all", "-o", str(rep), "-f", self.python, "-m", "optiml.verify.worker", *child]
 
-    def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None, on_gpu_done=None) -> list[ProfileResult]:
+    def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None, on_gpu_done=None,
+                      lock_key: str = "") -> list[ProfileResult]:
         """Profile several verified candidates (HarnessJobs, one device) under one ncu process, each
         launch selected by its own NVTX range; one ProfileResult per job, in order.
 
         ``gpu_lock`` (a context manager) is held only while the candidates run under ncu: the
         child starts, opens its context and loads the kernels first, so ncu's start-up overlaps
         other work on the device. A candidate the batch did not reach (one before it faulted under
-        replay) gets a ``replay_failed`` result; profile it alone to be sure."""
+        replay) gets a ``replay_failed`` result; profile it alone to be sure.
+
+        ``lock_key`` (the GPU's PCI bus id): ncu serialises profiling through the lock file
+        ``$TMPDIR/nsight-compute-lock``, one for the whole host by default; with a key, this ncu
+        takes that GPU's own lock (:func:`ncu_env`), so batches on two GPUs run at once."""
         if not jobs:
             return []
         if self.ncu is None:
@@ -169,7 +174,7 @@ class NcuProfiler:
             rep = d / "profile"
             log = open(d / "ncu.log", "wb")
             proc = subprocess.Popen(self._cmd(metrics, tags, rep, ["--profile-batch", str(d)]), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env(),
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ncu_env(lock_key),
                                     start_new_session=True)
             log.close()
             deadline = time.monotonic() + self.timeout_s * max(1, len(jobs)) ** 0.5
@@ -226,6 +231,20 @@ class NcuProfiler:
                                          raw_csv=_csv_rows(text, launches.index(mine[-1]), len(launches)),
                                          wall_s=share, dropped_metrics=dropped))
         return results
+
+
+def ncu_env(lock_key: str = "") -> dict:
+    """The environment for an ncu process. With ``lock_key`` (a GPU's PCI bus id), TMPDIR is a
+    directory of that GPU's own (``optiml-ncu-<key>`` in the system's temporary directory), so
+    the lock file ncu serialises profiling with is per GPU: every ncu on the host that profiles
+    that GPU through optiml shares it, and ncu on another GPU does not wait for it."""
+    env = child_env()
+    if lock_key:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", lock_key)[:64]
+        d = Path(tempfile.gettempdir()) / f"optiml-ncu-{safe}"
+        d.mkdir(mode=0o777, exist_ok=True)
+        env["TMPDIR"] = str(d)
+    return env
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, deadline: float) -> bool:

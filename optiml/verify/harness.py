@@ -74,6 +74,7 @@ class TimingResult:
     input_sets: int
     flushed_l2: bool
     samples_ms: list[float] = field(default_factory=list)
+    median_ci_rel: float | None = None    # half the median's 95% confidence interval, over the median
 
     @property
     def spread(self) -> float:
@@ -89,9 +90,11 @@ class HarnessResult:
     timing: TimingResult | None = None
     baseline_timing: TimingResult | None = None   # the job's baseline, timed interleaved with it
     device_name: str = ""
+    device_pci: str = ""      # the GPU's PCI bus id (one ncu lock per GPU)
     log_tail: str = ""
     wall_s: float = 0.0
     stage: str = ""
+    phases: dict[str, float] = field(default_factory=dict)   # seconds in the child: verify, time, ...
 
     @property
     def verified(self) -> bool:

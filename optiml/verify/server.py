@@ -9,6 +9,10 @@ the timeout, or prints more than the log limit, has its child killed (``timeout`
 ``runtime_error``); a child that dies is a ``runtime_error`` with its last stage; and after any
 fault the child exits (a sticky CUDA error can leave its context unusable) and the next job
 starts a fresh one. Not thread-safe: one caller at a time per instance (one per device).
+
+While a job computes on the host only (the spec's Python reference), the child says ``host``
+and later ``gpu``, and waits for ``go`` on its stdin; a caller that holds the device's lock
+passes it as ``lend`` and the GPU goes to whoever waits for it meanwhile (a profiled batch).
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ from .harness import (DEFAULT_TIMEOUT_S, LOG_LIMIT, POLL_S, HarnessJob, HarnessR
 
 class WorkerHarness:
     """The :class:`~optiml.verify.harness.Harness` protocol over a persistent child on ``device``."""
+
+    lends_gpu = True      # run() takes the caller's device lock as ``lend``
 
     def __init__(self, device: int = 0, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
                  env: dict | None = None, log_limit: int = LOG_LIMIT):
@@ -99,9 +105,10 @@ class WorkerHarness:
         self.close()
 
     # -- one job -------------------------------------------------------------------------------------
-    def _answer(self, n: int, deadline: float, log_start: int) -> str:
+    def _answer(self, n: int, deadline: float, log_start: int, lending: "_Lending") -> str:
         """Wait for ``done n``: 'done', 'exit' (done, and the child is leaving), 'died',
-        'timeout' or 'flooded'."""
+        'timeout' or 'flooded'. ``host``/``gpu`` lines lend the GPU and take it back (the time
+        spent waiting for it does not count against the timeout)."""
         while True:
             line_end = self._buf.find(b"\n")
             if line_end >= 0:
@@ -109,6 +116,12 @@ class WorkerHarness:
                 parts = line.split()
                 if parts[:2] == ["done", str(n)]:
                     return "exit" if "exit" in parts[2:] else "done"
+                if parts == ["host"]:
+                    lending.give()
+                elif parts == ["gpu"]:
+                    deadline += lending.take()
+                    self._proc.stdin.write(b"go\n")
+                    self._proc.stdin.flush()
                 continue
             now = time.monotonic()
             if now >= deadline:
@@ -122,8 +135,11 @@ class WorkerHarness:
                     return "died"
                 self._buf += chunk
 
-    def run(self, job: HarnessJob) -> HarnessResult:
+    def run(self, job: HarnessJob, lend=None) -> HarnessResult:
+        """One job. ``lend``: the device's lock, held by the caller (a context manager, entered):
+        released while the child works on the host only, and held again when this returns."""
         t0 = time.perf_counter()
+        lending = _Lending(lend)
         if job.device != self.device:
             raise ValueError(f"WorkerHarness for GPU {self.device} was given a job for GPU {job.device}")
         self.start()
@@ -137,9 +153,11 @@ class WorkerHarness:
         try:
             self._proc.stdin.write(f"{n}\n".encode())
             self._proc.stdin.flush()
-            answer = self._answer(n, time.monotonic() + self.timeout_s, log_start)
+            answer = self._answer(n, time.monotonic() + self.timeout_s, log_start, lending)
         except (BrokenPipeError, OSError):
             answer = "died"
+        finally:
+            lending.take()
         stage = _read(self.dir / "stage.txt").strip()
         if answer in ("timeout", "flooded"):
             _kill_group(self._proc)
@@ -162,3 +180,25 @@ class WorkerHarness:
         logger.debug("worker {} job {}: {} in {:.2f}s", self.device, n, result.status, result.wall_s)
         return result
 
+
+
+class _Lending:
+    """The caller's lock, lent while the child is on the host: :meth:`give` releases it,
+    :meth:`take` holds it again and says how long that took (nothing when it was not lent)."""
+
+    def __init__(self, lock):
+        self.lock = lock
+        self.lent = False
+
+    def give(self) -> None:
+        if self.lock is not None and not self.lent:
+            self.lock.__exit__(None, None, None)
+            self.lent = True
+
+    def take(self) -> float:
+        if not self.lent:
+            return 0.0
+        t0 = time.monotonic()
+        self.lock.__enter__()
+        self.lent = False
+        return time.monotonic() - t0

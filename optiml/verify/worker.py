@@ -6,6 +6,7 @@ Only this module imports pycuda.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -23,6 +24,7 @@ from ..spec import Launch, TaskSpec
 from .compare import check_output, summarize
 from .harness import HarnessJob, HarnessResult, KernelBinary, TimingResult
 from .inputs import CaseData, make_case, scalar_numpy
+from .timing import median_ci_rel, timing_stats
 
 # pycuda packs arguments with its own struct module: half and bfloat16 scalars go as their bits
 _STRUCT = {"float64": "d", "float32": "f", "float16": "H", "bfloat16": "H", "int64": "q", "int32": "i",
@@ -34,11 +36,45 @@ class KernelFault(Exception):
 
 
 class Stage:
-    def __init__(self, path: Path):
+    """What the child is doing (``stage.txt``, read by the parent after a timeout), how long each
+    phase of a job took (``phases``: seconds by name; a phase may hold others, as verify holds
+    the host's Python reference), and, in the persistent worker, when the job does not need the
+    GPU (:meth:`off_gpu`)."""
+
+    def __init__(self, path: Path, ctrl=None, stdin=None):
         self.path = path
+        self.phases: dict[str, float] = {}
+        self._ctrl, self._stdin = ctrl, stdin
 
     def __call__(self, text: str) -> None:
         self.path.write_text(text)
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
+
+    @contextlib.contextmanager
+    def off_gpu(self):
+        """Host-only work (the spec's Python reference): the persistent worker says ``host`` on
+        its control pipe, so the parent may lend the GPU meanwhile (to a profiled batch), and
+        ``gpu`` after, then waits for the parent's ``go`` on stdin before it touches the GPU
+        again. Elsewhere (a one-job child) this does nothing."""
+        if self._ctrl is None:
+            yield
+            return
+        self._ctrl.write("host\n")
+        try:
+            yield
+        finally:
+            self._ctrl.write("gpu\n")
+            with self.phase("waiting_for_gpu"):
+                answer = self._stdin.readline()
+            if answer.strip() != "go":          # the parent is gone or closing: stop here
+                raise SystemExit(0)
 
 
 class Gpu:
@@ -52,6 +88,7 @@ class Gpu:
         self.dev = drv.Device(device)
         self.ctx = self.dev.make_context()
         self.name = self.dev.name()
+        self.pci = self.dev.pci_bus_id()
         self.l2_bytes = self.dev.get_attribute(drv.device_attribute.L2_CACHE_SIZE)
         self.stream = drv.Stream()
         self.ops = None                           # gpu_ops.GpuOps once a job brings its cubin
@@ -200,10 +237,12 @@ def _reference_fn(gpu: Gpu, job: HarnessJob):
     return _python_reference(job.spec)
 
 
-def _reference_outputs(gpu: Gpu, job: HarnessJob, ref, size_index: int, data: CaseData) -> dict[str, np.ndarray]:
+def _reference_outputs(gpu: Gpu, job: HarnessJob, ref, size_index: int, data: CaseData,
+                       stage: Stage) -> dict[str, np.ndarray]:
     if job.reference is not None:
         return _run_once(gpu, ref, job.reference.launches[size_index], job.spec, data)
-    return _python_outputs(ref, job.spec, data)
+    with stage.off_gpu(), stage.phase("python_reference"):
+        return _python_outputs(ref, job.spec, data)
 
 
 def _check_case(spec: TaskSpec, size_index: int, sizes: dict, seed: int, data: CaseData,
@@ -229,7 +268,7 @@ def _new_case(gpu: Gpu, spec: TaskSpec, sizes: dict, seed: int, constants: dict)
     return DeviceCase(gpu, spec, make_case(spec, sizes, seed, constants), seed)
 
 
-def _reference_into(gpu: Gpu, job: HarnessJob, ref, size_index: int, case) -> None:
+def _reference_into(gpu: Gpu, job: HarnessJob, ref, size_index: int, case, stage: Stage) -> None:
     """Run the reference on a FilledCase: the seed kernel in place, or the Python function on
     the case's inputs brought to the host, its outputs written back."""
     if job.reference is not None:
@@ -239,7 +278,10 @@ def _reference_into(gpu: Gpu, job: HarnessJob, ref, size_index: int, case) -> No
         except gpu.drv.Error as e:
             raise KernelFault(str(e)) from None
     else:
-        case.upload(_python_outputs(ref, job.spec, case.host_data()))
+        data = case.host_data()
+        with stage.off_gpu(), stage.phase("python_reference"):
+            outs = _python_outputs(ref, job.spec, data)
+        case.upload(outs)
 
 
 def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, cand,
@@ -257,7 +299,7 @@ def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessRe
         cand_case = None
         try:
             try:
-                _reference_into(gpu, job, ref, case.size_index, ref_case)
+                _reference_into(gpu, job, ref, case.size_index, ref_case, stage)
             except Exception as e:
                 _reference_failure(result, sizes, e)
                 return False
@@ -312,7 +354,7 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, 
         data = make_case(spec, sizes, case.seed, job.candidate.constants)
         stage(f"reference at sizes {sizes} (seed {case.seed})")
         try:
-            ref_out = _reference_outputs(gpu, job, ref, case.size_index, data)
+            ref_out = _reference_outputs(gpu, job, ref, case.size_index, data, stage)
         except Exception as e:
             _reference_failure(result, sizes, e)
             return False
@@ -384,9 +426,15 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
             if warm >= 1000 * len(kernels):
                 break
         reps = int(min(tcfg.max_reps, max(tcfg.min_reps, math.ceil(tcfg.target_ms / max(max(est), 1e-3)))))
-        stage(f"timing: {reps} repetitions at sizes {sizes}" + (f", {len(kernels)} kernels interleaved" if len(kernels) > 1 else ""))
+        # One kernel alone stops early once its median is precise (tcfg.precision), checked after
+        # min_reps and then every chunk; interleaved kernels (a final speedup) always run all reps.
+        early = tcfg.precision > 0 and len(kernels) == 1
+        chunk = max(tcfg.min_reps, 10)
+        stage(f"timing: up to {reps} repetitions at sizes {sizes}" + (f", {len(kernels)} kernels interleaved" if len(kernels) > 1 else ""))
         events = [[(drv.Event(), drv.Event()) for _ in range(reps)] for _ in kernels]
-        for r in range(reps):
+        samples: list[list[float]] = [[] for _ in kernels]
+        r = 0
+        while r < reps:
             i = r % n_sets
             for j in range(len(kernels)):
                 k = (r + j) % len(kernels)
@@ -398,10 +446,17 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
                 s_ev.record(gpu.stream)
                 _launch(gpu, fn, launch, args[i])
                 e_ev.record(gpu.stream)
+            r += 1
             if len(kernels) > 1:
                 gpu.stream.synchronize()          # keep the rounds from piling up on the queue
+            elif early and r >= tcfg.min_reps and (r % chunk == 0 or r == reps):
+                gpu.stream.synchronize()
+                samples[0] += [e.time_since(s) for s, e in events[0][len(samples[0]):r]]
+                if median_ci_rel(samples[0]) <= tcfg.precision:
+                    break
         gpu.stream.synchronize()
-        samples = [[e.time_since(s) for s, e in evs] for evs in events]
+        for k, evs in enumerate(events):
+            samples[k] += [e.time_since(s) for s, e in evs[len(samples[k]):r]]
         if len(kernels) > 1:                  # set 0 holds whichever kernel ran last: once more
             reset(0)
             _launch(gpu, kernels[0][0], kernels[0][1], args[0])
@@ -488,15 +543,6 @@ def profile_batch(workdir: str) -> int:
         gpu.close()
 
 
-def timing_stats(samples: list[float], warmup: int, input_sets: int, flushed: bool) -> TimingResult:
-    a = np.asarray(samples, dtype=np.float64)
-    q10, q25, q50, q75, q90 = np.percentile(a, [10, 25, 50, 75, 90])
-    return TimingResult(median_ms=float(q50), mean_ms=float(a.mean()), min_ms=float(a.min()), max_ms=float(a.max()),
-                        p10_ms=float(q10), p90_ms=float(q90), iqr_ms=float(q75 - q25), reps=int(a.size),
-                        warmup_launches=warmup, input_sets=input_sets, flushed_l2=flushed,
-                        samples_ms=[round(float(x), 6) for x in a])
-
-
 def _copy_on_device(gpu: Gpu, src, nbytes: int):
     dst = gpu.drv.mem_alloc(max(nbytes, 1))
     if nbytes:
@@ -506,7 +552,7 @@ def _copy_on_device(gpu: Gpu, src, nbytes: int):
 
 def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
     """Verify, then time (and check the timed launches), or profile: one job in an open context."""
-    result = HarnessResult(status="ok", device_name=gpu.name)
+    result = HarnessResult(status="ok", device_name=gpu.name, device_pci=gpu.pci)
     gpu.enable_ops(job.ops_cubin)
     if job.profile_tag:
         try:
@@ -515,10 +561,12 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
             result.status, result.message = "runtime_error", f"while profiling: {e}"
         return result
     keep: dict = {}
+    stage.phases = {}
     try:
         try:
-            ref = _reference_fn(gpu, job)
-            ok = verify(gpu, job, stage, result, ref, keep)
+            with stage.phase("verify"):
+                ref = _reference_fn(gpu, job)
+                ok = verify(gpu, job, stage, result, ref, keep)
         except gpu.drv.Error as e:  # loading the module or function
             result.status, result.message = "launch_error", f"could not load the kernel: {e}"
             return result
@@ -526,11 +574,13 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
             try:
                 binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
                 ref0 = keep.get("timing_ref")
-                timings, set0 = time_kernels(gpu, job, stage, binaries, seed0=ref0.seed if ref0 is not None else None)
+                with stage.phase("time"):
+                    timings, set0 = time_kernels(gpu, job, stage, binaries, seed0=ref0.seed if ref0 is not None else None)
                 result.timing = timings[0]
                 result.baseline_timing = timings[1] if len(timings) > 1 else None
                 try:
-                    _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
+                    with stage.phase("check_timed"):
+                        _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
                 finally:
                     _free(gpu, set0)
             except KernelFault as e:
@@ -540,6 +590,7 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
     finally:
         if keep.get("timing_ref") is not None:
             _free(gpu, keep["timing_ref"])
+        result.phases = {k: round(v, 6) for k, v in stage.phases.items()}
 
 
 def _open_gpu(device: int) -> tuple[Gpu | None, HarnessResult | None]:
@@ -573,12 +624,12 @@ def serve(workdir: str, ctrl_fd: int, device: int) -> int:
     A job that faulted (its context may be unusable) is the last: the worker exits after it and
     the parent starts a fresh one."""
     d = Path(workdir)
-    stage = Stage(d / "stage.txt")
     ctrl = os.fdopen(ctrl_fd, "w", buffering=1)
+    stage = Stage(d / "stage.txt", ctrl=ctrl, stdin=sys.stdin)
     stage("initialising CUDA")
     gpu, failed = _open_gpu(device)
     try:
-        for line in sys.stdin:
+        while line := sys.stdin.readline():
             n = line.strip()
             if not n:
                 continue
@@ -621,7 +672,7 @@ def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: Harness
             ref_case = _new_case(gpu, spec, spec.timing_sizes, set0.seed, job.candidate.constants)
             try:
                 try:
-                    _reference_into(gpu, job, ref, 0, ref_case)
+                    _reference_into(gpu, job, ref, 0, ref_case, stage)
                 except Exception as e:
                     _timing_reference_failure(result, e)
                     return
@@ -631,7 +682,7 @@ def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: Harness
     else:
         data, out = set0.data, set0.download()
         try:
-            ref_out = _reference_outputs(gpu, job, ref, 0, data)
+            ref_out = _reference_outputs(gpu, job, ref, 0, data, stage)
         except Exception as e:
             _timing_reference_failure(result, e)
             return

@@ -1,0 +1,129 @@
+"""Probe (issue 7 design input): where one candidate's GPU time goes, and what each group of ncu
+metrics costs.
+
+    python3 bench/eval_probe.py [--example E ...] [--reps 3]
+
+For each example's seed kernel: the persistent worker's phases (verify, of which the Python
+reference on the host; time; check of the timed launches) over a few jobs, with the spec's
+timing settings and with ``precision = 0`` (always to target_ms); then one ncu process per metric
+group, profiling the kernel K = 4 times, with the passes ncu reports and the time the GPU was
+held (go to finished) per launch.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import dataclasses
+import json
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def setup(name: str):
+    from optiml.build import NvccBuilder, detect_arch
+    from optiml.pipeline import Candidate, Evaluator
+    from optiml.spec import find_spec, load_spec
+
+    kernel = ROOT / "examples" / name / f"{name}.cu"
+    source = kernel.read_text()
+    spec = load_spec(find_spec(kernel), kernel, kernel_source=source)
+    ev = Evaluator(spec, source, NvccBuilder(os.environ.get("OPTIML_ARCH") or detect_arch()), None, include_dir=kernel.parent, kernel_name=kernel.name)
+    kb, e = ev.build(Candidate(source, name=kernel.name))
+    return spec, ev, kb, e
+
+
+def phases(name: str, reps: int) -> None:
+    from optiml.verify.server import WorkerHarness
+
+    spec, ev, kb, e = setup(name)
+    h = WorkerHarness(0)
+    if True:
+        try:
+            for label, sp in (("spec", spec), ("precision 0", dataclasses.replace(
+                    spec, timing=dataclasses.replace(spec.timing, precision=0.0)))):
+                for i in range(reps):
+                    job = dataclasses.replace(ev.job(kb, e), spec=sp)
+                    t0 = time.perf_counter()
+                    hr = h.run(job)
+                    t = hr.timing
+                    print(f"{name} [{label}] job {i}: {hr.status} wall {time.perf_counter() - t0:.3f} s phases "
+                          + json.dumps({k: round(v, 3) for k, v in hr.phases.items()})
+                          + (f" median {t.median_ms:.4f} ms reps {t.reps} ci +-{100 * (t.median_ci_rel or 0):.2f} %"
+                             if t else ""), flush=True)
+        finally:
+            h.close()
+
+
+GROUPS = {
+    "full": lambda m: m,
+    "no sass inst": lambda m: [x for x in m if "sass_thread_inst" not in x],
+    "no stalls": lambda m: [x for x in m if "issue_stalled" not in x],
+    "neither": lambda m: [x for x in m if "sass_thread_inst" not in x and "issue_stalled" not in x],
+    "sass inst only": lambda m: [x for x in m if "sass_thread_inst" in x],
+    "stalls only": lambda m: [x for x in m if "issue_stalled" in x],
+    "duration only": lambda m: ["gpu__time_duration.sum"],
+}
+
+
+def ncu_groups(name: str, k: int, device_name: str) -> None:
+    from optiml.profiler.ncu import NcuProfiler
+
+    spec, ev, kb, e = setup(name)
+    prof = NcuProfiler()
+    full, _ = prof.metric_list(device_name)
+    job = dataclasses.replace(ev.job(kb, e), time_it=False)
+    for label, pick in GROUPS.items():
+        for cache in ("all", "none") if label == "full" else ("all",):
+            metrics = pick(full)
+            with tempfile.TemporaryDirectory() as tmp:
+                d = Path(tmp)
+                tags = [f"p{i}" for i in range(k)]
+                (d / "jobs.pkl").write_bytes(pickle.dumps([(t, job) for t in tags]))
+                cmd = prof._cmd(metrics, tags, d / "rep", ["--profile-batch", str(d)])
+                if cache == "none":
+                    cmd[cmd.index("--cache-control") + 1] = "none"
+                t0 = time.perf_counter()
+                p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                while not (d / "ready").exists() and p.poll() is None:
+                    time.sleep(0.002)
+                t_go = time.perf_counter()
+                (d / "go").write_text("")
+                while not (d / "finished").exists() and p.poll() is None:
+                    time.sleep(0.002)
+                held = time.perf_counter() - t_go
+                out = p.communicate()[0]
+                wall = time.perf_counter() - t0
+            passes = re.findall(r"(\d+) pass", out)
+            print(f"{name} ncu [{label}, cache-control {cache}] {len(metrics)} metrics: passes {passes[:1]} "
+                  f"start-up {t_go - t0:.2f} s, GPU held {held:.2f} s = {held / k:.3f} s per launch, wall {wall:.2f} s, "
+                  f"rc {p.returncode}", flush=True)
+            if p.returncode:
+                print(out[-1500:])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--example", action="append")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--skip-ncu", action="store_true")
+    a = ap.parse_args()
+    name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                          capture_output=True, text=True).stdout.strip()
+    for ex in a.example or ["transpose_naive", "reduce_sum"]:
+        phases(ex, a.reps)
+        if not a.skip_ncu:
+            ncu_groups(ex, a.k, name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
