@@ -73,23 +73,26 @@ GROUPS = {
 }
 
 
-def ncu_groups(name: str, k: int, device_name: str) -> None:
+def ncu_groups(name: str, k: int, device_name: str, device: int = 0, groups=None, clocks=("base",),
+               caches=None) -> None:
     from optiml.profiler.ncu import NcuProfiler
 
     spec, ev, kb, e = setup(name)
     prof = NcuProfiler()
     full, _ = prof.metric_list(device_name)
-    job = dataclasses.replace(ev.job(kb, e), time_it=False)
+    job = dataclasses.replace(ev.job(kb, e), time_it=False, device=device)
     for label, pick in GROUPS.items():
-        for cache in ("all", "none") if label == "full" else ("all",):
+        if groups and label not in groups:
+            continue
+        for cache, clock in [(c, k_) for c in (caches or (("all", "none") if label == "full" else ("all",))) for k_ in clocks]:
             metrics = pick(full)
             with tempfile.TemporaryDirectory() as tmp:
                 d = Path(tmp)
                 tags = [f"p{i}" for i in range(k)]
                 (d / "jobs.pkl").write_bytes(pickle.dumps([(t, job) for t in tags]))
-                cmd = prof._cmd(metrics, tags, d / "rep", ["--profile-batch", str(d)])
-                if cache == "none":
-                    cmd[cmd.index("--cache-control") + 1] = "none"
+                cmd = prof._cmd(metrics, ["probe"], d / "rep", ["--profile-batch", str(d), str(device), "probe", str(os.getpid())])
+                cmd[cmd.index("--cache-control") + 1] = cache
+                cmd[cmd.index("--clock-control") + 1] = clock
                 t0 = time.perf_counter()
                 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 while not (d / "ready").exists() and p.poll() is None:
@@ -102,7 +105,7 @@ def ncu_groups(name: str, k: int, device_name: str) -> None:
                 out = p.communicate()[0]
                 wall = time.perf_counter() - t0
             passes = re.findall(r"(\d+) pass", out)
-            print(f"{name} ncu [{label}, cache-control {cache}] {len(metrics)} metrics: passes {passes[:1]} "
+            print(f"{name} GPU {device} ncu [{label}, cache-control {cache}, clock-control {clock}] {len(metrics)} metrics: passes {passes[:1]} "
                   f"start-up {t_go - t0:.2f} s, GPU held {held:.2f} s = {held / k:.3f} s per launch, wall {wall:.2f} s, "
                   f"rc {p.returncode}", flush=True)
             if p.returncode:
@@ -115,13 +118,20 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--skip-ncu", action="store_true")
+    ap.add_argument("--skip-phases", action="store_true")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--groups", help="comma-separated metric groups (default all)")
+    ap.add_argument("--clocks", default="base", help="comma-separated --clock-control values")
+    ap.add_argument("--caches", help="comma-separated --cache-control values")
     a = ap.parse_args()
     name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
                           capture_output=True, text=True).stdout.strip()
     for ex in a.example or ["transpose_naive", "reduce_sum"]:
-        phases(ex, a.reps)
+        if not a.skip_phases:
+            phases(ex, a.reps)
         if not a.skip_ncu:
-            ncu_groups(ex, a.k, name)
+            ncu_groups(ex, a.k, name, a.device, a.groups.split(",") if a.groups else None, a.clocks.split(","),
+                       a.caches.split(",") if a.caches else None)
     return 0
 
 

@@ -8,7 +8,8 @@ that :meth:`Evaluator.evaluate` gives, but many candidates move at once:
 * **one persistent GPU worker per device** (:class:`~optiml.verify.server.WorkerHarness`)
   verifies and times; a built candidate goes to whichever device is free;
 * **verified candidates are profiled in batches**, several under one ncu process
-  (:meth:`~optiml.profiler.ncu.NcuProfiler.profile_batch`), on the device's profile thread.
+  (:meth:`~optiml.profiler.ncu.NcuProfiler.profile_batch`), on the device's profile thread;
+  the next batch's ncu process starts while one runs, so its start-up is off the critical path.
 
 On each device one :class:`FairLock` orders everything that must have the GPU to itself:
 timing, and the candidates' launches under ncu (whose start-up, before it takes the lock,
@@ -180,6 +181,9 @@ class EvaluationPool:
             close = getattr(dev.harness, "close", None)
             if close is not None:
                 close()
+        close = getattr(self.profiler, "close", None)      # ncu processes started ahead
+        if close is not None:
+            close()
 
     def __enter__(self):
         return self
@@ -299,7 +303,7 @@ class EvaluationPool:
         try:
             results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=self._ncu_locks(dev),
                                                   on_gpu_done=off_gpu.set if off_gpu is not None else None,
-                                                  lock_key=dev.pci)
+                                                  lock_key=dev.pci, prestart=not self._closed)
         finally:
             if off_gpu is not None:
                 off_gpu.set()

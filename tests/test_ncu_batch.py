@@ -34,12 +34,19 @@ if args[:1] == ["-i"]:
     for i, tag in enumerate(tags):               # alternate the two real rows
         print(rows[i % 2].replace("optiml.profile.hn", "optiml.profile." + tag).replace("optiml.profile.hw", "optiml.profile." + tag))
     sys.exit(0)
-tags = [a.split("optiml.profile.")[1].rstrip("/") for a in args if a.startswith("optiml@optiml.profile.")]
+import pickle
+outer = [a.split("optiml.profile.")[1].rstrip("/") for a in args if a.startswith("optiml@optiml.profile.")]
 rep = args[args.index("-o") + 1]
-d = pathlib.Path(args[-1])
+d = pathlib.Path(args[args.index("--profile-batch") + 1])
 mode = os.environ.get("FAKE_NCU_MODE", "ok")
 if mode == "hang":
     time.sleep(600)
+time.sleep(float(os.environ.get("FAKE_NCU_STARTUP", "0")))   # ncu and the child's CUDA context starting
+while not (d / "jobs.pkl").exists():                          # started ahead: wait for the batch
+    if (d / "quit").exists():
+        sys.exit(0)
+    time.sleep(0.005)
+tags = [t for t, _ in pickle.loads((d / "jobs.pkl").read_bytes())]
 (d / "ready").write_text("")
 while not (d / "go").exists():
     time.sleep(0.005)
@@ -150,3 +157,42 @@ def test_a_lock_key_gives_ncu_a_lock_file_of_that_gpu(tmp_path, monkeypatch):
         d = Path(dirs[key])
         assert d.is_dir() and d.parent == Path(tempfile.gettempdir()) and ":" not in d.name
     assert dirs[""] == os.environ.get("TMPDIR", "")     # no key: ncu's own default
+
+
+def test_with_prestart_the_next_ncu_is_already_up_when_a_batch_comes(tmp_path, monkeypatch):
+    """ncu and its child's CUDA context take ~2 s to start: with prestart the next process for
+    the device starts while a batch runs, and the next batch goes to it without waiting."""
+    monkeypatch.setenv("FAKE_NCU_STARTUP", "1.0")
+    prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache")
+    t0 = time.monotonic()
+    assert all(r.ok for r in prof.profile_batch(jobs(tmp_path, 2), "gpu", prestart=True))
+    first = time.monotonic() - t0
+    time.sleep(1.2)                                # the user's other work; the next ncu starts up
+    t1 = time.monotonic()
+    assert all(r.ok for r in prof.profile_batch(jobs(tmp_path, 2), "gpu", prestart=True))
+    second = time.monotonic() - t1
+    assert first >= 1.0 and second < first - 0.5
+    spare = next(iter(prof._warm.values()))       # the third, started ahead and never used
+    assert spare.proc.poll() is None
+    prof.close()
+    assert spare.proc.poll() == 0 and not spare.dir.exists() and not prof._warm
+
+
+def test_a_process_started_ahead_quits_when_optiml_is_gone(tmp_path):
+    """The real batch child (no GPU here: it cannot open a context and says so) and the wait for
+    jobs: ``quit`` or the parent's pid gone ends it."""
+    import os
+    import subprocess
+
+    from optiml.verify.worker import _wait_for_file
+
+    (tmp_path / "quit").write_text("")
+    assert _wait_for_file(tmp_path, "jobs.pkl", os.getpid()) is False
+    (tmp_path / "quit").unlink()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    t0 = time.monotonic()
+    assert _wait_for_file(tmp_path, "jobs.pkl", dead.pid) is False
+    assert time.monotonic() - t0 < 5
+    (tmp_path / "jobs.pkl").write_text("")
+    assert _wait_for_file(tmp_path, "jobs.pkl", os.getpid()) is True

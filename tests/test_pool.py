@@ -66,7 +66,7 @@ class FakeBatchProfiler:
         self.clock, self.delay, self.batches = clock, delay, []
         self.locks = []                              # (lock_key, the lock the batch was given)
 
-    def profile_batch(self, jobs, device_name="", gpu_lock=None, on_gpu_done=None, lock_key=""):
+    def profile_batch(self, jobs, device_name="", gpu_lock=None, on_gpu_done=None, lock_key="", prestart=False):
         self.locks.append((lock_key, gpu_lock))
         time.sleep(self.delay)                       # "ncu starting": not holding the GPU
         with gpu_lock:

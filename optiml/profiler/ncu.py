@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -80,6 +81,8 @@ class NcuProfiler:
         self.requested = metrics or ncu_metric_names()
         self._known: list[str] | None = None
         self._dropped: list[str] = []
+        self._warm: dict[int, _Warm] = {}       # per device: an ncu process started ahead (profile_batch)
+        self._warm_lock = threading.Lock()
 
     def _version(self) -> str:
         code, out = _run([self.ncu, "--version"], 60)
@@ -149,9 +152,14 @@ class NcuProfiler:
                       "--cache-control", "all", "-o", str(rep), "-f", self.python, "-m", "optiml.verify.worker", *child]
 
     def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None, on_gpu_done=None,
-                      lock_key: str = "") -> list[ProfileResult]:
+                      lock_key: str = "", prestart: bool = False) -> list[ProfileResult]:
         """Profile several verified candidates (HarnessJobs, one device) under one ncu process, each
         launch selected by its own NVTX range; one ProfileResult per job, in order.
+
+        The ncu process (and its child's CUDA context) may have been started ahead, waiting for
+        its jobs: with ``prestart`` the next one for this device starts as soon as this batch has
+        its jobs, so ncu's ~2 s start-up overlaps this batch. Its filter selects an outer range
+        fixed when it starts; each candidate's launch is inside a range of its own within it.
 
         ``gpu_lock`` (a context manager) is held only while the candidates run under ncu: the
         child starts, opens its context and loads the kernels first, so ncu's start-up overlaps
@@ -160,23 +168,26 @@ class NcuProfiler:
 
         ``lock_key`` (the GPU's PCI bus id): ncu serialises profiling through the lock file
         ``$TMPDIR/nsight-compute-lock``, one for the whole host by default; with a key, this ncu
-        takes that GPU's own lock (:func:`ncu_env`), so batches on two GPUs run at once."""
+        takes that GPU's own lock (:func:`ncu_env`). (Measured on two H200s: the driver still
+        serialises much of the profiling across GPUs.)"""
         if not jobs:
             return []
         if self.ncu is None:
             return [ProfileResult.failure(ProfileStatus.NCU_MISSING, "ncu (Nsight Compute) was not found on PATH")] * len(jobs)
         t0 = time.perf_counter()
         metrics, dropped = self.metric_list(device_name)
+        device = jobs[0].device
+        w = self._take_warm(device, device_name, lock_key)
+        if prestart:
+            with self._warm_lock:
+                self._warm[device] = self._spawn(device, device_name, lock_key)
         tags = [uuid.uuid4().hex[:12] for _ in jobs]
-        with tempfile.TemporaryDirectory(prefix="optiml-ncu-") as tmp:
-            d = Path(tmp)
-            (d / "jobs.pkl").write_bytes(pickle.dumps([(t, replace(j, time_it=False)) for t, j in zip(tags, jobs)]))
-            rep = d / "profile"
-            log = open(d / "ncu.log", "wb")
-            proc = subprocess.Popen(self._cmd(metrics, tags, rep, ["--profile-batch", str(d)]), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ncu_env(lock_key),
-                                    start_new_session=True)
-            log.close()
+        d = w.dir
+        try:
+            tmp_jobs = d / "jobs.pkl.tmp"
+            tmp_jobs.write_bytes(pickle.dumps([(t, replace(j, time_it=False)) for t, j in zip(tags, jobs)]))
+            os.replace(tmp_jobs, d / "jobs.pkl")
+            proc = w.proc
             deadline = time.monotonic() + self.timeout_s * max(1, len(jobs)) ** 0.5
             held_s = 0.0
             try:
@@ -194,19 +205,19 @@ class NcuProfiler:
             except subprocess.TimeoutExpired:
                 code = None
             if code is None or proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                w.kill()
                 wall = time.perf_counter() - t0
                 return [ProfileResult.failure(ProfileStatus.TIMEOUT, f"ncu did not finish a batch of {len(jobs)} in time",
                                               wall_s=wall / len(jobs), dropped_metrics=dropped)] * len(jobs)
             out = (d / "ncu.log").read_text(errors="replace")
             done = set(_read_lines(d / "done.txt"))
             error = (d / "error.txt").read_text(errors="replace").strip() if (d / "error.txt").exists() else ""
-            report = rep.with_suffix(".ncu-rep")
+            report = w.rep.with_suffix(".ncu-rep")
             text = ""
             if report.exists():
                 _, text = _run([self.ncu, "-i", str(report), "--csv", "--page", "raw", "--print-units", "base"], 300)
+        finally:
+            w.close()
         wall = time.perf_counter() - t0
         self.last_batch = {"jobs": len(jobs), "wall_s": wall, "gpu_held_s": held_s}
         share = wall / len(jobs)
@@ -231,6 +242,64 @@ class NcuProfiler:
                                          raw_csv=_csv_rows(text, launches.index(mine[-1]), len(launches)),
                                          wall_s=share, dropped_metrics=dropped))
         return results
+
+    def _spawn(self, device: int, device_name: str, lock_key: str) -> "_Warm":
+        """Start ncu over a batch child on ``device`` that opens its context and waits for its jobs."""
+        metrics, _ = self.metric_list(device_name)
+        tmp = tempfile.TemporaryDirectory(prefix="optiml-ncu-")
+        d = Path(tmp.name)
+        outer = "w" + uuid.uuid4().hex[:12]
+        rep = d / "profile"
+        log = open(d / "ncu.log", "wb")
+        try:
+            proc = subprocess.Popen(
+                self._cmd(metrics, [outer], rep, ["--profile-batch", str(d), str(device), outer, str(os.getpid())]),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ncu_env(lock_key),
+                start_new_session=True)
+        finally:
+            log.close()
+        return _Warm(tmp, proc, rep, device, lock_key)
+
+    def _take_warm(self, device: int, device_name: str, lock_key: str) -> "_Warm":
+        """The process started ahead for ``device`` if it is alive and for the same lock, else a new one."""
+        with self._warm_lock:
+            w = self._warm.pop(device, None)
+        if w is not None and (w.proc.poll() is not None or w.lock_key != lock_key):
+            w.close()
+            w = None
+        return w or self._spawn(device, device_name, lock_key)
+
+    def close(self) -> None:
+        """Stop the processes started ahead (their child sees ``quit`` and exits)."""
+        with self._warm_lock:
+            warm, self._warm = list(self._warm.values()), {}
+        for w in warm:
+            w.close()
+
+
+class _Warm:
+    """An ncu process started ahead: its directory, its report path, and how to end it."""
+
+    def __init__(self, tmp, proc: subprocess.Popen, rep: Path, device: int, lock_key: str):
+        self.tmp, self.proc, self.rep, self.device, self.lock_key = tmp, proc, rep, device, lock_key
+        self.dir = Path(tmp.name)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def close(self) -> None:
+        """Done with: a process still waiting for jobs is told to quit, then killed if it lingers."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                (self.dir / "quit").write_text("")
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.tmp.cleanup()
 
 
 def ncu_env(lock_key: str = "") -> dict:

@@ -481,8 +481,9 @@ def _free(gpu: Gpu, thing) -> None:
         pass
 
 
-def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage) -> None:
-    """One warm-up launch, then one launch inside the NVTX range ncu is told to profile."""
+def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage, outer: str | None = None) -> None:
+    """One warm-up launch, then one launch inside the NVTX range ncu is told to profile
+    (``optiml.profile.<tag>``, itself inside ``optiml.profile.<outer>`` when given)."""
     import nvtx
 
     spec = job.spec
@@ -499,39 +500,61 @@ def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage) -> None:
     else:
         dc.upload()
     stage("profiling: profiled launch")
-    with nvtx.annotate(f"optiml.profile.{job.profile_tag}", domain="optiml"):
-        _launch(gpu, fn, launch, dc.args())
-        gpu.stream.synchronize()
+    with (nvtx.annotate(f"optiml.profile.{outer}", domain="optiml") if outer else contextlib.nullcontext()):
+        with nvtx.annotate(f"optiml.profile.{job.profile_tag}", domain="optiml"):
+            _launch(gpu, fn, launch, dc.args())
+            gpu.stream.synchronize()
     dc.free()
 
 
-def profile_batch(workdir: str) -> int:
-    """Profile mode for several candidates under one ncu process: ``WORKDIR/jobs.pkl`` holds
-    ``[(tag, HarnessJob), ...]``. The child opens its context and loads every kernel, writes
-    ``WORKDIR/ready`` and waits for ``WORKDIR/go`` (the parent holds the GPU from then on), then
-    launches each candidate once to warm up and once inside NVTX range ``optiml.profile.<tag>``,
-    appending the tag to ``WORKDIR/done.txt`` as each one is through; ``WORKDIR/finished``
-    says it is over. A fault stops the batch (the rest are not profiled)."""
+def _wait_for_file(d: Path, name: str, ppid: int) -> bool:
+    """Until ``d/name`` exists (True), or ``d/quit`` does or process ``ppid`` (optiml) is gone (False)."""
+    n = 0
+    while not (d / name).exists():
+        if (d / "quit").exists():
+            return False
+        n += 1
+        if n % 500 == 0:                  # about once a second
+            try:
+                os.kill(ppid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                pass
+        time.sleep(0.002)
+    return True
+
+
+def profile_batch(workdir: str, device: int, outer: str, ppid: int) -> int:
+    """Profile mode for several candidates under one ncu process, started ahead of its jobs: the
+    child opens its context on ``device`` first, then waits for ``WORKDIR/jobs.pkl``
+    (``[(tag, HarnessJob), ...]``; ``WORKDIR/quit``, or optiml's process ``ppid`` gone, ends it),
+    loads every kernel, writes ``WORKDIR/ready`` and waits for ``WORKDIR/go`` (the parent holds
+    the GPU from then on), then launches each candidate once to warm up and once inside NVTX
+    range ``optiml.profile.<tag>`` within ``optiml.profile.<outer>`` (ncu's filter, fixed when it
+    started), appending the tag to ``WORKDIR/done.txt`` as each one is through;
+    ``WORKDIR/finished`` says it is over. A fault stops the batch (the rest are not profiled)."""
     d = Path(workdir)
     stage = Stage(d / "stage.txt")
-    jobs = pickle.loads((d / "jobs.pkl").read_bytes())
-    gpu, failed = _open_gpu(jobs[0][1].device)
+    gpu, failed = _open_gpu(device)
     if gpu is None:
         (d / "error.txt").write_text(failed.message)
         (d / "ready").write_text("")
         return 1
     try:
+        if not _wait_for_file(d, "jobs.pkl", ppid):
+            return 0
+        jobs = pickle.loads((d / "jobs.pkl").read_bytes())
         gpu.enable_ops(jobs[0][1].ops_cubin)
         for _, job in jobs:
             gpu.load(job.candidate, job.spec)
         (d / "ready").write_text("")
-        go = d / "go"
-        while not go.exists():
-            time.sleep(0.002)
+        if not _wait_for_file(d, "go", ppid):
+            return 0
         with open(d / "done.txt", "a") as done:
             for tag, job in jobs:
                 try:
-                    profile_once(gpu, replace(job, profile_tag=tag), stage)
+                    profile_once(gpu, replace(job, profile_tag=tag), stage, outer=outer)
                 except (KernelFault, gpu.drv.Error) as e:
                     (d / "error.txt").write_text(f"{tag}: {e}")
                     break
@@ -709,6 +732,6 @@ def _write(path: Path, result: HarnessResult) -> int:
 if __name__ == "__main__":
     if sys.argv[1] == "--serve":        # --serve WORKDIR CTRL_FD DEVICE
         sys.exit(serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
-    if sys.argv[1] == "--profile-batch":     # --profile-batch WORKDIR (run under ncu)
-        sys.exit(profile_batch(sys.argv[2]))
+    if sys.argv[1] == "--profile-batch":     # --profile-batch WORKDIR DEVICE OUTER PPID (run under ncu)
+        sys.exit(profile_batch(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])))
     sys.exit(main(sys.argv[1]))
