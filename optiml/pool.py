@@ -38,7 +38,8 @@ from loguru import logger
 from .pipeline import Candidate, Evaluation, Evaluator
 
 DEFAULT_MAX_BATCH = 16
-BATCH_WAIT_S = 0.5      # a profile batch waits at most this long for company while the GPUs still have work
+DEFAULT_MIN_BATCH = 8   # a batch under ncu costs ~1 s of GPU time of its own (measured on an H100) besides ~0.35 s a candidate
+BATCH_WAIT_S = 3.0      # a profile batch waits at most this long for company while candidates are still on their way
 
 
 class _Both:
@@ -94,6 +95,7 @@ class _Item:
     job: object = None
     counts: tuple = ()
     profile: bool = True
+    profiling: bool = False      # in a batch under ncu
     queued_at: float = field(default_factory=time.perf_counter)
 
 
@@ -114,7 +116,8 @@ class EvaluationPool:
     evaluator's (None: runtime alone)."""
 
     def __init__(self, evaluator: Evaluator, devices=(0,), *, build_workers: int | None = None,
-                 harness_factory=None, timeout_s: float | None = None, max_batch: int = DEFAULT_MAX_BATCH):
+                 harness_factory=None, timeout_s: float | None = None, max_batch: int = DEFAULT_MAX_BATCH,
+                 min_batch: int = DEFAULT_MIN_BATCH):
         from .verify.harness import DEFAULT_TIMEOUT_S
         from .verify.server import WorkerHarness
 
@@ -123,6 +126,8 @@ class EvaluationPool:
         self.evaluator = evaluator
         self.profiler = evaluator.profiler
         self.max_batch = max(1, max_batch)
+        self.min_batch = max(1, min(min_batch, self.max_batch))
+        self._profiling = 0                      # candidates in batches under ncu now
         timeout_s = timeout_s or getattr(evaluator.harness, "timeout_s", DEFAULT_TIMEOUT_S)
         factory = harness_factory or (lambda d: WorkerHarness(d, timeout_s=timeout_s))
         self.devices = [_Device(d, factory(d)) for d in devices]
@@ -210,6 +215,8 @@ class EvaluationPool:
     def _done(self, item: _Item, exc: BaseException | None = None) -> None:
         with self._count_lock:
             self._outstanding -= 1
+            if item.profiling:
+                self._profiling -= 1
         if exc is not None:
             item.future.set_exception(exc)
             return
@@ -257,17 +264,25 @@ class EvaluationPool:
 
     def _take_batch(self) -> list[_Item] | None:
         """The next batch to profile: as many as are waiting (up to max_batch) once there are
-        max_batch of them, or no built candidate waits for a GPU, or the oldest has waited
-        BATCH_WAIT_S; None when the pool closes. ncu's start-up does not hold the GPU, so a
-        small batch costs little GPU time; meanwhile the next batch gathers."""
+        min_batch of them, or no other candidate is on its way (building, verifying, timing),
+        or the oldest has waited BATCH_WAIT_S; None when the pool closes. Each batch costs the
+        GPU about a second of its own under ncu, so a batch gathers company while the rest of
+        the pipeline still has candidates coming."""
         with self._prof_cond:
             while True:
                 if self._prof:
                     waited = time.perf_counter() - self._prof[0].queued_at
-                    if (len(self._prof) >= self.max_batch or self._gpu_q.empty() or waited >= BATCH_WAIT_S
+                    with self._count_lock:
+                        upstream = self._outstanding - len(self._prof) - self._profiling
+                    if (len(self._prof) >= self.min_batch or upstream <= 0 or waited >= BATCH_WAIT_S
                             or self._closed):
-                        return [self._prof.popleft() for _ in range(min(self.max_batch, len(self._prof)))]
-                    self._prof_cond.wait(timeout=BATCH_WAIT_S - waited)
+                        batch = [self._prof.popleft() for _ in range(min(self.max_batch, len(self._prof)))]
+                        for item in batch:
+                            item.profiling = True
+                        with self._count_lock:
+                            self._profiling += len(batch)
+                        return batch
+                    self._prof_cond.wait(timeout=min(0.05, BATCH_WAIT_S - waited))
                 elif self._closed:
                     return None
                 else:

@@ -199,3 +199,27 @@ def test_batches_use_the_gpu_own_ncu_lock_once_its_pci_id_is_known(tmp_path, pci
         else:
             assert isinstance(lock, _Both) and lock.first is pool._ncu_lock and key == ""
     assert not clock.overlaps()
+
+
+def test_batches_gather_company_while_candidates_are_on_their_way(tmp_path):
+    """A batch under ncu costs the GPU a second of its own: with candidates still building or
+    verifying, a batch waits for min_batch of them; the last ones go when nothing is upstream."""
+    pool, harnesses, clock, ev = make(tmp_path, min_batch=4)
+    with pool:
+        results = [f.result(timeout=120) for f in [pool.submit(Candidate(src(b))) for b in BLOCKS]]
+    assert [r.status for r in results] == ["ok"] * len(BLOCKS)
+    sizes = [len(b) for b in ev.profiler.batches]
+    assert sum(sizes) == len(BLOCKS) and all(n >= 4 for n in sizes[:-1]), sizes
+
+
+def test_a_lone_candidate_is_profiled_without_waiting_for_company(tmp_path):
+    from optiml.pool import BATCH_WAIT_S
+
+    pool, harnesses, clock, ev = make(tmp_path, min_batch=8)
+    with pool:
+        pool.evaluate(Candidate(src(64)))            # builds the cache
+        t0 = time.monotonic()
+        r = pool.evaluate(Candidate(src(96)))
+        took = time.monotonic() - t0
+    assert r.status == "ok" and r.profile.ok
+    assert took < BATCH_WAIT_S - 1.0, took           # nothing upstream: its batch went at once
