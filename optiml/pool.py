@@ -265,13 +265,16 @@ class EvaluationPool:
     def _take_batch(self) -> list[_Item] | None:
         """The next batch to profile: as many as are waiting (up to max_batch) once there are
         min_batch of them, or no other candidate is on its way (building, verifying, timing),
-        or the oldest has waited BATCH_WAIT_S; None when the pool closes. Each batch costs the
+        or the device has been ready for a batch for BATCH_WAIT_S; None when the pool closes. Each batch costs the
         GPU about a second of its own under ncu, so a batch gathers company while the rest of
         the pipeline still has candidates coming."""
+        called = time.perf_counter()
         with self._prof_cond:
             while True:
                 if self._prof:
-                    waited = time.perf_counter() - self._prof[0].queued_at
+                    # waiting starts now, when the device can take a batch (a candidate that queued
+                    # while the last batch was on the GPU has not held anything up)
+                    waited = time.perf_counter() - max(self._prof[0].queued_at, called)
                     with self._count_lock:
                         upstream = self._outstanding - len(self._prof) - self._profiling
                     if (len(self._prof) >= self.min_batch or upstream <= 0 or waited >= BATCH_WAIT_S

@@ -223,3 +223,35 @@ def test_a_lone_candidate_is_profiled_without_waiting_for_company(tmp_path):
         took = time.monotonic() - t0
     assert r.status == "ok" and r.profile.ok
     assert took < BATCH_WAIT_S - 1.0, took           # nothing upstream: its batch went at once
+
+
+def test_a_candidate_that_queued_while_a_batch_ran_does_not_go_alone(tmp_path):
+    """The wait for company counts from when the device can take a batch: a candidate that
+    queued long ago (while the last batch held the GPU) waits for the ones on their way."""
+    import threading
+
+    from optiml.pool import _Item
+
+    pool, harnesses, clock, ev = make(tmp_path, min_batch=3)
+    with pool:
+        def item(age):
+            it = _Item(Candidate(src(64)), None, time.perf_counter())
+            it.queued_at = time.perf_counter() - age
+            return it
+        with pool._count_lock:
+            pool._outstanding += 3                  # three submitted: one waits, two still on their way
+        with pool._prof_cond:
+            pool._prof.append(item(10.0))
+        got = {}
+        t = threading.Thread(target=lambda: got.update(batch=pool._take_batch()))
+        t.start()
+        time.sleep(0.5)
+        assert t.is_alive()                         # not alone: the others are coming
+        with pool._prof_cond:
+            pool._prof.extend([item(0.0), item(0.0)])
+            pool._prof_cond.notify_all()
+        t.join(5)
+        assert len(got["batch"]) == 3
+        with pool._count_lock:
+            pool._outstanding -= 3
+            pool._profiling -= 3
