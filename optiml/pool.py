@@ -14,7 +14,8 @@ that :meth:`Evaluator.evaluate` gives, but many candidates move at once:
 On each device one :class:`FairLock` orders everything that must have the GPU to itself:
 timing, and the candidates' launches under ncu (whose start-up, before it takes the lock,
 overlaps the other work). So no timing ever shares the GPU with a profiled or timed launch.
-A job lends the lock while it computes on the host only (the spec's Python reference).
+A job lends the lock while it computes on the host only (the spec's Python reference); for
+such specs each device has a second worker, which takes the GPU meanwhile.
 ncu serialises profiling across the processes of a host through one lock file (measured: with
 two GPUs each batch's time on the GPU grew by 60 %); each device's batches use a lock file of
 that GPU's own (keyed by its PCI bus id, which the worker reports), and until that is known a
@@ -100,9 +101,10 @@ class _Item:
 
 
 class _Device:
-    def __init__(self, index: int, harness):
+    def __init__(self, index: int, harnesses: list):
         self.index = index
-        self.harness = harness
+        self.harnesses = harnesses       # one GPU worker, or two when jobs lend the GPU
+        self.harness = harnesses[0]
         self.lock = FairLock()
         self.name = ""
         self.pci = ""            # PCI bus id: the key of this GPU's own ncu lock file
@@ -117,7 +119,7 @@ class EvaluationPool:
 
     def __init__(self, evaluator: Evaluator, devices=(0,), *, build_workers: int | None = None,
                  harness_factory=None, timeout_s: float | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                 min_batch: int = DEFAULT_MIN_BATCH):
+                 min_batch: int = DEFAULT_MIN_BATCH, workers_per_gpu: int = 2):
         from .verify.harness import DEFAULT_TIMEOUT_S
         from .verify.server import WorkerHarness
 
@@ -130,11 +132,19 @@ class EvaluationPool:
         self._profiling = 0                      # candidates in batches under ncu now
         timeout_s = timeout_s or getattr(evaluator.harness, "timeout_s", DEFAULT_TIMEOUT_S)
         factory = harness_factory or (lambda d: WorkerHarness(d, timeout_s=timeout_s))
-        self.devices = [_Device(d, factory(d)) for d in devices]
+        # A job with a Python reference lends the GPU while it computes it on the host: a second
+        # worker on the device takes the GPU meanwhile (the device lock still orders every use).
+        lending = evaluator.spec.reference.kind != "seed"
+        self.devices = []
+        for d in devices:
+            first = factory(d)
+            more = workers_per_gpu - 1 if lending and getattr(first, "lends_gpu", False) else 0
+            self.devices.append(_Device(d, [first] + [factory(d) for _ in range(more)]))
         for dev in self.devices:                 # open the contexts while the first builds run
-            start = getattr(dev.harness, "start", None)
-            if start is not None:
-                start()
+            for h in dev.harnesses:
+                start = getattr(h, "start", None)
+                if start is not None:
+                    start()
         self._builds = ThreadPoolExecutor(build_workers or max(1, (os.cpu_count() or 2) - 1),
                                           thread_name_prefix="optiml-build")
         self._gpu_q: queue.Queue = queue.Queue()
@@ -148,8 +158,9 @@ class EvaluationPool:
         self._closed = False
         self._threads = []
         for dev in self.devices:
-            self._threads.append(threading.Thread(target=self._gpu_loop, args=(dev,), daemon=True,
-                                                  name=f"optiml-gpu{dev.index}"))
+            for w, h in enumerate(dev.harnesses):
+                self._threads.append(threading.Thread(target=self._gpu_loop, args=(dev, h), daemon=True,
+                                                      name=f"optiml-gpu{dev.index}-{w}"))
             if self.profiler is not None:
                 self._threads.append(threading.Thread(target=self._profile_loop, args=(dev,), daemon=True,
                                                       name=f"optiml-ncu{dev.index}"))
@@ -176,16 +187,18 @@ class EvaluationPool:
             return
         self._closed = True
         self._builds.shutdown(wait=True)
-        for _ in self.devices:
-            self._gpu_q.put(None)
+        for dev in self.devices:
+            for _ in dev.harnesses:
+                self._gpu_q.put(None)
         with self._prof_cond:
             self._prof_cond.notify_all()
         for t in self._threads:
             t.join(timeout=600)
         for dev in self.devices:
-            close = getattr(dev.harness, "close", None)
-            if close is not None:
-                close()
+            for h in dev.harnesses:
+                close = getattr(h, "close", None)
+                if close is not None:
+                    close()
         close = getattr(self.profiler, "close", None)      # ncu processes started ahead
         if close is not None:
             close()
@@ -199,7 +212,8 @@ class EvaluationPool:
     def stats(self) -> dict:
         """Per device: jobs run, time the GPU was held (timing and profiled launches), batch sizes."""
         return {dev.index: {"jobs": dev.jobs, "gpu_held_s": dev.lock.held_s, "profile_batches": list(dev.batches),
-                            "worker_starts": getattr(dev.harness, "starts", None)} for dev in self.devices}
+                            "worker_starts": sum(getattr(h, "starts", 0) or 0 for h in dev.harnesses)}
+                for dev in self.devices}
 
     # -- the stages ----------------------------------------------------------------------------------
     def _guard(self, stage, *args) -> None:
@@ -231,14 +245,14 @@ class EvaluationPool:
         item.queued_at = time.perf_counter()
         self._gpu_q.put(item)
 
-    def _gpu_loop(self, dev: _Device) -> None:
+    def _gpu_loop(self, dev: _Device, harness) -> None:
         while True:
             item = self._gpu_q.get()
             if item is None:
                 return
-            self._guard(self._gpu_stage, item, dev)
+            self._guard(self._gpu_stage, item, dev, harness)
 
-    def _gpu_stage(self, item: _Item, dev: _Device) -> None:
+    def _gpu_stage(self, item: _Item, dev: _Device, harness) -> None:
         ev = item.ev
         ev.stage_s["gpu_queue"] = time.perf_counter() - item.queued_at
         item.job = self.evaluator.job(item.kb, ev, device=dev.index)
@@ -246,11 +260,11 @@ class EvaluationPool:
             self._done(item)
             return
         with dev.lock:
-            if getattr(dev.harness, "lends_gpu", False):    # the GPU goes to a profiled batch while the job is on the host
-                hr = dev.harness.run(item.job, lend=dev.lock)
+            if getattr(harness, "lends_gpu", False):   # the GPU goes to another worker or a batch while the job is on the host
+                hr = harness.run(item.job, lend=dev.lock)
             else:
-                hr = dev.harness.run(item.job)
-            item.counts = self.evaluator.judge(ev, item.job, hr, dev.harness)
+                hr = harness.run(item.job)
+            item.counts = self.evaluator.judge(ev, item.job, hr, harness)
         dev.jobs += 1
         dev.name = dev.name or (hr.device_name or "")
         dev.pci = dev.pci or (hr.device_pci or "")

@@ -232,7 +232,7 @@ def test_a_candidate_that_queued_while_a_batch_ran_does_not_go_alone(tmp_path):
 
     from optiml.pool import _Item
 
-    pool, harnesses, clock, ev = make(tmp_path, min_batch=3)
+    pool, harnesses, clock, ev = make(tmp_path, min_batch=3, profile=False)   # no profile thread of its own
     with pool:
         def item(age):
             it = _Item(Candidate(src(64)), None, time.perf_counter())
@@ -255,3 +255,36 @@ def test_a_candidate_that_queued_while_a_batch_ran_does_not_go_alone(tmp_path):
         with pool._count_lock:
             pool._outstanding -= 3
             pool._profiling -= 3
+
+
+class FakeLendingHarness(FakeGpuHarness):
+    """As a persistent worker whose job lends the GPU while on the host: gives the lock back for
+    a 'Python reference', then takes it again."""
+    lends_gpu = True
+
+    def run(self, job, lend=None):
+        lend.__exit__(None, None, None)
+        time.sleep(0.1)                              # the host's Python reference: no GPU
+        lend.__enter__()
+        return super().run(job)
+
+
+@pytest.mark.parametrize("python_ref,workers", [(True, 2), (False, 1)])
+def test_a_second_worker_per_gpu_when_jobs_lend_it(tmp_path, python_ref, workers):
+    from tests.test_spec import SPEC
+
+    clock = Clock()
+    made = []
+
+    def factory(d):
+        made.append(FakeLendingHarness(d, clock))
+        return made[-1]
+    (tmp_path / "ref.py").write_text("def scale(**kw):\n    raise NotImplementedError\n")
+    spec = load(tmp_path, SPEC + ('\n[reference]\npython = "ref.py:scale"\n' if python_ref else ""))
+    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"), None, profiler=FakeBatchProfiler(clock))
+    with EvaluationPool(ev, [0], harness_factory=factory, build_workers=2) as pool:
+        results = [f.result(timeout=120) for f in [pool.submit(Candidate(src(b))) for b in BLOCKS[:6]]]
+    assert [r.status for r in results] == ["ok"] * 6
+    assert len(made) == workers
+    assert sum(len(h.jobs) for h in made) == 6
+    assert not clock.overlaps()                      # lending never puts two on the GPU at once

@@ -44,7 +44,8 @@ def test_pool_with_a_python_reference_lends_the_gpu_and_profiles_every_candidate
         ph = r.harness.phases
         assert ph["python_reference"] > 0 and "waiting_for_gpu" in ph and ph["verify"] >= ph["python_reference"]
         assert r.harness.timing.median_ci_rel is not None and r.harness.device_pci
-    assert len(stats["profile_batches"]) >= 3 and sum(stats["profile_batches"]) == len(blocks)
+    assert len(stats["profile_batches"]) >= 1 and sum(stats["profile_batches"]) == len(blocks)
+    assert stats["worker_starts"] == 2          # a second worker takes the GPU while a job computes the reference
     # the same kernel twice (BLOCK 256): the same time within a few percent
     assert results[2].median_ms == pytest.approx(results[5].median_ms, rel=0.05)
     assert not _batch_children()       # the ncu started ahead and never used has quit
