@@ -16,11 +16,11 @@ timing, and the candidates' launches under ncu (whose start-up, before it takes 
 overlaps the other work). So no timing ever shares the GPU with a profiled or timed launch.
 A job lends the lock while it computes on the host only (the spec's Python reference); for
 such specs each device has a second worker, which takes the GPU meanwhile.
-ncu serialises profiling across the processes of a host through one lock file (measured: with
-two GPUs each batch's time on the GPU grew by 60 %); each device's batches use a lock file of
-that GPU's own (keyed by its PCI bus id, which the worker reports), and until that is known a
-batch takes one host-wide ncu lock before its device's, so a device never sits locked waiting
-for another GPU's ncu.
+ncu serialises profiling across the processes of a host: through its lock file, which each
+device's batches take a copy of their own (keyed by the GPU's PCI bus id, which the worker
+reports; until that is known a batch takes one host-wide ncu lock before its device's), and,
+measured on two H200s, in the driver as well, whatever the lock file: two batches on two GPUs
+at once each take about twice as long on the GPU.
 Failures are statuses, as in the sequential pipeline; an exception in a stage is a bug in
 optiml and is set on the candidate's future.
 """
@@ -104,7 +104,6 @@ class _Device:
     def __init__(self, index: int, harnesses: list):
         self.index = index
         self.harnesses = harnesses       # one GPU worker, or two when jobs lend the GPU
-        self.harness = harnesses[0]
         self.lock = FairLock()
         self.name = ""
         self.pci = ""            # PCI bus id: the key of this GPU's own ncu lock file

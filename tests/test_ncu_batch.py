@@ -140,7 +140,7 @@ def test_a_hung_batch_is_a_timeout(tmp_path, monkeypatch):
 
 def test_a_lock_key_gives_ncu_a_lock_file_of_that_gpu(tmp_path, monkeypatch):
     """ncu serialises profiling through $TMPDIR/nsight-compute-lock: with a key (the GPU's PCI
-    bus id) each GPU gets its own directory, so batches on two GPUs do not wait for each other."""
+    bus id) each GPU gets its own directory (its own lock file)."""
     import os
     import tempfile
     from pathlib import Path
