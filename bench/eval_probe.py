@@ -17,6 +17,7 @@ import dataclasses
 import json
 import pickle
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -70,18 +71,29 @@ GROUPS = {
     "sass inst only": lambda m: [x for x in m if "sass_thread_inst" in x],
     "stalls only": lambda m: [x for x in m if "issue_stalled" in x],
     "duration only": lambda m: ["gpu__time_duration.sum"],
+    "single-pass": lambda m: [x for x in m if x not in MULTI_PASS and "issue_stalled" not in x],
+    "single-pass + stalls": lambda m: [x for x in m if x not in MULTI_PASS],
 }
+# Each of these alone took 3-9 passes on an H200 (bench/ncu_two_gpus.sh --each-metric); every
+# other catalogue metric alone takes one.
+MULTI_PASS = ("lts__throughput.avg.pct_of_peak_sustained_elapsed", "l1tex__throughput.avg.pct_of_peak_sustained_active",
+              "sm__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct",
+              "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
 
 
 def ncu_groups(name: str, k: int, device_name: str, device: int = 0, groups=None, clocks=("base",),
-               caches=None) -> None:
+               caches=None, each_metric: bool = False) -> None:
     from optiml.profiler.ncu import NcuProfiler
 
     spec, ev, kb, e = setup(name)
     prof = NcuProfiler()
     full, _ = prof.metric_list(device_name)
     job = dataclasses.replace(ev.job(kb, e), time_it=False, device=device)
-    for label, pick in GROUPS.items():
+    table = dict(GROUPS)
+    if each_metric:     # one ncu per requested metric (what each costs beside the launch itself)
+        table = {"duration only": GROUPS["duration only"]}
+        table.update({m: (lambda _, m=m: [m]) for m in full if m != "gpu__time_duration.sum"})
+    for label, pick in table.items():
         if groups and label not in groups:
             continue
         for cache, clock in [(c, k_) for c in (caches or (("all", "none") if label == "full" else ("all",))) for k_ in clocks]:
@@ -93,6 +105,7 @@ def ncu_groups(name: str, k: int, device_name: str, device: int = 0, groups=None
                 cmd = prof._cmd(metrics, ["probe"], d / "rep", ["--profile-batch", str(d), str(device), "probe", str(os.getpid())])
                 cmd[cmd.index("--cache-control") + 1] = cache
                 cmd[cmd.index("--clock-control") + 1] = clock
+                ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 while not (d / "ready").exists() and p.poll() is None:
@@ -104,9 +117,11 @@ def ncu_groups(name: str, k: int, device_name: str, device: int = 0, groups=None
                 held = time.perf_counter() - t_go
                 out = p.communicate()[0]
                 wall = time.perf_counter() - t0
+                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             passes = re.findall(r"(\d+) pass", out)
             print(f"{name} GPU {device} ncu [{label}, cache-control {cache}, clock-control {clock}] {len(metrics)} metrics: passes {passes[:1]} "
                   f"start-up {t_go - t0:.2f} s, GPU held {held:.2f} s = {held / k:.3f} s per launch, wall {wall:.2f} s, "
+                  f"CPU user {ru1.ru_utime - ru0.ru_utime:.2f} s sys {ru1.ru_stime - ru0.ru_stime:.2f} s (ncu and its child, whole run), "
                   f"rc {p.returncode}", flush=True)
             if p.returncode:
                 print(out[-1500:])
@@ -123,6 +138,7 @@ def main() -> int:
     ap.add_argument("--groups", help="comma-separated metric groups (default all)")
     ap.add_argument("--clocks", default="base", help="comma-separated --clock-control values")
     ap.add_argument("--caches", help="comma-separated --cache-control values")
+    ap.add_argument("--each-metric", action="store_true", help="one ncu per requested metric")
     a = ap.parse_args()
     name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
                           capture_output=True, text=True).stdout.strip()
@@ -131,7 +147,7 @@ def main() -> int:
             phases(ex, a.reps)
         if not a.skip_ncu:
             ncu_groups(ex, a.k, name, a.device, a.groups.split(",") if a.groups else None, a.clocks.split(","),
-                       a.caches.split(",") if a.caches else None)
+                       a.caches.split(",") if a.caches else None, a.each_metric)
     return 0
 
 

@@ -16,11 +16,10 @@ timing, and the candidates' launches under ncu (whose start-up, before it takes 
 overlaps the other work). So no timing ever shares the GPU with a profiled or timed launch.
 A job lends the lock while it computes on the host only (the spec's Python reference); for
 such specs each device has a second worker, which takes the GPU meanwhile.
-ncu serialises profiling across the processes of a host: through its lock file, which each
-device's batches take a copy of their own (keyed by the GPU's PCI bus id, which the worker
-reports; until that is known a batch takes one host-wide ncu lock before its device's), and,
-measured on two H200s, in the driver as well, whatever the lock file: two batches on two GPUs
-at once each take about twice as long on the GPU.
+Profiling does not scale across the GPUs of one host: measured on two H200s, two batches on two
+GPUs at once each take ~1.85x as long as one alone, whatever ncu's lock files or the GPUs each
+ncu sees (the driver's share of the work grows to match), so ncu is close to a host-wide serial
+resource (``bench/ncu_two_gpus.sh``).
 Failures are statuses, as in the sequential pipeline; an exception in a stage is a bug in
 optiml and is set on the candidate's future.
 """
@@ -41,22 +40,6 @@ from .pipeline import Candidate, Evaluation, Evaluator
 DEFAULT_MAX_BATCH = 16
 DEFAULT_MIN_BATCH = 8   # a batch under ncu costs ~1 s of GPU time of its own (measured on an H100) besides ~0.35 s a candidate
 BATCH_WAIT_S = 3.0      # a profile batch waits at most this long for company while candidates are still on their way
-
-
-class _Both:
-    """Enter ``first`` then ``second``; leave in reverse order."""
-
-    def __init__(self, first, second):
-        self.first, self.second = first, second
-
-    def __enter__(self):
-        self.first.__enter__()
-        self.second.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.second.__exit__(*exc)
-        self.first.__exit__(*exc)
 
 
 class FairLock:
@@ -106,7 +89,6 @@ class _Device:
         self.harnesses = harnesses       # one GPU worker, or two when jobs lend the GPU
         self.lock = FairLock()
         self.name = ""
-        self.pci = ""            # PCI bus id: the key of this GPU's own ncu lock file
         self.jobs = 0
         self.batches: list[int] = []
 
@@ -149,9 +131,6 @@ class EvaluationPool:
         self._gpu_q: queue.Queue = queue.Queue()
         self._prof: collections.deque[_Item] = collections.deque()
         self._prof_cond = threading.Condition()
-        # ncu's default lock file is host-wide: a batch on a GPU whose own lock file is not known
-        # takes this lock before its device's, so a device never sits locked waiting for another GPU's ncu
-        self._ncu_lock = FairLock()
         self._outstanding = 0                    # submitted, not finished
         self._count_lock = threading.Lock()
         self._closed = False
@@ -266,7 +245,6 @@ class EvaluationPool:
             item.counts = self.evaluator.judge(ev, item.job, hr, harness)
         dev.jobs += 1
         dev.name = dev.name or (hr.device_name or "")
-        dev.pci = dev.pci or (hr.device_pci or "")
         if ev.status != "ok" or not item.profile:
             self._done(item)
             return
@@ -316,11 +294,6 @@ class EvaluationPool:
                 batches.submit(self._guard, self._profile_stage, batch, dev, off_gpu)
                 off_gpu.wait()
 
-    def _ncu_locks(self, dev: _Device):
-        """What a batch holds on the GPU: the device's lock, after the host-wide ncu lock while
-        the GPU's own ncu lock file is not known."""
-        return dev.lock if dev.pci else _Both(self._ncu_lock, dev.lock)
-
     def _profile_stage(self, batch: list[_Item], dev: _Device, off_gpu: threading.Event | None = None) -> None:
         from .profiler.types import ProfileStatus
 
@@ -332,15 +305,15 @@ class EvaluationPool:
             item.ev.stage_s["profile_queue"] = now - item.queued_at
         jobs = [replace(item.job, device=dev.index) for item in batch]
         try:
-            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=self._ncu_locks(dev),
+            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=dev.lock,
                                                   on_gpu_done=off_gpu.set if off_gpu is not None else None,
-                                                  lock_key=dev.pci, prestart=not self._closed)
+                                                  prestart=not self._closed)
         finally:
             if off_gpu is not None:
                 off_gpu.set()
         dev.batches.append(len(batch))
         for item, job, prof in zip(batch, jobs, results):
             if len(batch) > 1 and prof.status is ProfileStatus.REPLAY_FAILED:
-                prof = self.profiler.profile_batch([job], dev.name, gpu_lock=self._ncu_locks(dev), lock_key=dev.pci)[0]  # alone
+                prof = self.profiler.profile_batch([job], dev.name, gpu_lock=dev.lock)[0]  # alone
             self.evaluator.add_profile(item.ev, prof, item.counts)
             self._done(item)

@@ -138,25 +138,42 @@ def test_a_hung_batch_is_a_timeout(tmp_path, monkeypatch):
     assert time.monotonic() - t0 < 15
 
 
-def test_a_lock_key_gives_ncu_a_lock_file_of_that_gpu(tmp_path, monkeypatch):
-    """ncu serialises profiling through $TMPDIR/nsight-compute-lock: with a key (the GPU's PCI
-    bus id) each GPU gets its own directory (its own lock file)."""
+def test_ncu_keeps_its_lock_file_in_a_directory_of_this_user(tmp_path, monkeypatch):
+    """ncu serialises its processes through $TMPDIR/nsight-compute-lock: optiml's ncu gets a
+    TMPDIR of this user's own (mode 0700), so another user's lock file in /tmp cannot stop it."""
     import os
+    import stat
     import tempfile
     from pathlib import Path
 
     log = tmp_path / "tmpdirs.txt"
     monkeypatch.setenv("FAKE_NCU_LOG", str(log))
     prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache")
-    keys = ("00000000:19:00.0", "00000000:3B:00.0", "")
-    for key in keys:
-        assert prof.profile_batch(jobs(tmp_path, 1), "gpu", lock_key=key)[0].ok
-    dirs = dict(zip(keys, log.read_text().split("\n")))
-    assert dirs[keys[0]] != dirs[keys[1]]
-    for key in keys[:2]:
-        d = Path(dirs[key])
-        assert d.is_dir() and d.parent == Path(tempfile.gettempdir()) and ":" not in d.name
-    assert dirs[""] == os.environ.get("TMPDIR", "")     # no key: ncu's own default
+    assert prof.profile_batch(jobs(tmp_path, 1), "gpu")[0].ok
+    d = Path(log.read_text().split("\n")[0])
+    assert d == Path(tempfile.gettempdir()) / f"optiml-ncu-{os.getuid()}"
+    assert d.is_dir() and d.stat().st_uid == os.getuid()
+
+
+def test_the_ncu_lock_directory_is_private_and_never_someone_elses(tmp_path, monkeypatch):
+    import os
+    import stat
+    import tempfile
+    from pathlib import Path
+
+    from optiml.profiler.ncu import ncu_env
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = tmp_path / f"optiml-ncu-{os.getuid()}"
+    mine.mkdir(mode=0o777)
+    mine.chmod(0o777)                                  # left world-writable by something else
+    assert Path(ncu_env()["TMPDIR"]) == mine and stat.S_IMODE(mine.stat().st_mode) == 0o700
+    mine.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    mine.symlink_to(tmp_path / "elsewhere")            # a link planted where the directory goes
+    d = Path(ncu_env()["TMPDIR"])
+    assert d != mine and d.parent == tmp_path and d.name.startswith("optiml-ncu-")
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
 
 
 def test_with_prestart_the_next_ncu_is_already_up_when_a_batch_comes(tmp_path, monkeypatch):

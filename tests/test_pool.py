@@ -45,7 +45,6 @@ class FakeGpuHarness:
         self.device, self.clock = device, clock
         self.fault_blocks, self.boom_blocks = fault_blocks, boom_blocks
         self.jobs = []
-        self.pci = ""                                 # the PCI bus id a real worker reports
 
     def run(self, job):
         assert job.device == self.device
@@ -58,16 +57,16 @@ class FakeGpuHarness:
         self.jobs.append(job)
         if block in self.fault_blocks:
             return HarnessResult("runtime_error", "an illegal memory access", device_name="Fake GPU")
-        return HarnessResult("ok", timing=timing(1.0 / block), device_name="Fake GPU", device_pci=self.pci)
+        return HarnessResult("ok", timing=timing(1.0 / block), device_name="Fake GPU")
 
 
 class FakeBatchProfiler:
     def __init__(self, clock, delay=0.15):
         self.clock, self.delay, self.batches = clock, delay, []
-        self.locks = []                              # (lock_key, the lock the batch was given)
+        self.locks = []                              # (the batch's device, the lock it was given)
 
-    def profile_batch(self, jobs, device_name="", gpu_lock=None, on_gpu_done=None, lock_key="", prestart=False):
-        self.locks.append((lock_key, gpu_lock))
+    def profile_batch(self, jobs, device_name="", gpu_lock=None, on_gpu_done=None, prestart=False):
+        self.locks.append((jobs[0].device, gpu_lock))
         time.sleep(self.delay)                       # "ncu starting": not holding the GPU
         with gpu_lock:
             t0 = time.monotonic()
@@ -180,24 +179,14 @@ def test_fair_lock_serves_in_order():
     assert order == [0, 1, 2, 3, 4] and lock.held_s > 0
 
 
-@pytest.mark.parametrize("pci", ["", "00000000:19:00.0"])
-def test_batches_use_the_gpu_own_ncu_lock_once_its_pci_id_is_known(tmp_path, pci):
-    """With the GPU's PCI bus id (reported by its worker) a batch holds only its device's lock
-    and names the id (ncu's lock file per GPU); without it, the host-wide ncu lock first."""
-    from optiml.pool import _Both
-
+def test_a_batch_holds_its_own_device_lock(tmp_path):
+    """A batch on GPU d holds GPU d's lock while its launches run under ncu, and no other."""
     pool, harnesses, clock, ev = make(tmp_path, devices=(0, 1))
-    for d, h in harnesses.items():
-        h.pci = pci and f"{pci[:-1]}{d}"
     with pool:
         results = [f.result(timeout=120) for f in [pool.submit(Candidate(src(b))) for b in BLOCKS]]
     assert [r.status for r in results] == ["ok"] * len(BLOCKS)
-    devices = {id(dev.lock): dev.index for dev in pool.devices}
-    for key, lock in ev.profiler.locks:
-        if pci:
-            assert id(lock) in devices and key == f"{pci[:-1]}{devices[id(lock)]}"
-        else:
-            assert isinstance(lock, _Both) and lock.first is pool._ncu_lock and key == ""
+    locks = {id(dev.lock): dev.index for dev in pool.devices}
+    assert ev.profiler.locks and all(locks.get(id(lock)) == device for device, lock in ev.profiler.locks)
     assert not clock.overlaps()
 
 

@@ -152,7 +152,7 @@ class NcuProfiler:
                       "--cache-control", "all", "-o", str(rep), "-f", self.python, "-m", "optiml.verify.worker", *child]
 
     def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None, on_gpu_done=None,
-                      lock_key: str = "", prestart: bool = False) -> list[ProfileResult]:
+                      prestart: bool = False) -> list[ProfileResult]:
         """Profile several verified candidates (HarnessJobs, one device) under one ncu process, each
         launch selected by its own NVTX range; one ProfileResult per job, in order.
 
@@ -166,10 +166,10 @@ class NcuProfiler:
         other work on the device. A candidate the batch did not reach (one before it faulted under
         replay) gets a ``replay_failed`` result; profile it alone to be sure.
 
-        ``lock_key`` (the GPU's PCI bus id): ncu serialises profiling through the lock file
-        ``$TMPDIR/nsight-compute-lock``, one for the whole host by default; with a key, this ncu
-        takes that GPU's own lock (:func:`ncu_env`). (Measured on two H200s: the driver still
-        serialises much of the profiling across GPUs.)"""
+        Two GPUs do not profile twice as fast: measured on two H200s, two ncu processes on two
+        GPUs each take ~1.85x as long per launch as one alone (the driver's kernel-mode share of
+        the work grows to match), with one lock file or two, each target seeing one GPU or both
+        (``bench/ncu_two_gpus.sh``)."""
         if not jobs:
             return []
         if self.ncu is None:
@@ -177,10 +177,10 @@ class NcuProfiler:
         t0 = time.perf_counter()
         metrics, dropped = self.metric_list(device_name)
         device = jobs[0].device
-        w = self._take_warm(device, device_name, lock_key)
+        w = self._take_warm(device, device_name)
         if prestart:
             with self._warm_lock:
-                self._warm[device] = self._spawn(device, device_name, lock_key)
+                self._warm[device] = self._spawn(device, device_name)
         tags = [uuid.uuid4().hex[:12] for _ in jobs]
         d = w.dir
         try:
@@ -243,7 +243,7 @@ class NcuProfiler:
                                          wall_s=share, dropped_metrics=dropped))
         return results
 
-    def _spawn(self, device: int, device_name: str, lock_key: str) -> "_Warm":
+    def _spawn(self, device: int, device_name: str) -> "_Warm":
         """Start ncu over a batch child on ``device`` that opens its context and waits for its jobs."""
         metrics, _ = self.metric_list(device_name)
         tmp = tempfile.TemporaryDirectory(prefix="optiml-ncu-")
@@ -254,20 +254,20 @@ class NcuProfiler:
         try:
             proc = subprocess.Popen(
                 self._cmd(metrics, [outer], rep, ["--profile-batch", str(d), str(device), outer, str(os.getpid())]),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ncu_env(lock_key),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ncu_env(),
                 start_new_session=True)
         finally:
             log.close()
-        return _Warm(tmp, proc, rep, lock_key)
+        return _Warm(tmp, proc, rep)
 
-    def _take_warm(self, device: int, device_name: str, lock_key: str) -> "_Warm":
-        """The process started ahead for ``device`` if it is alive and for the same lock, else a new one."""
+    def _take_warm(self, device: int, device_name: str) -> "_Warm":
+        """The process started ahead for ``device`` if it is still alive, else a new one."""
         with self._warm_lock:
             w = self._warm.pop(device, None)
-        if w is not None and (w.proc.poll() is not None or w.lock_key != lock_key):
+        if w is not None and w.proc.poll() is not None:
             w.close()
             w = None
-        return w or self._spawn(device, device_name, lock_key)
+        return w or self._spawn(device, device_name)
 
     def close(self) -> None:
         """Stop the processes started ahead (their child sees ``quit`` and exits)."""
@@ -280,8 +280,8 @@ class NcuProfiler:
 class _Warm:
     """An ncu process started ahead: its directory, its report path, and how to end it."""
 
-    def __init__(self, tmp, proc: subprocess.Popen, rep: Path, lock_key: str):
-        self.tmp, self.proc, self.rep, self.lock_key = tmp, proc, rep, lock_key
+    def __init__(self, tmp, proc: subprocess.Popen, rep: Path):
+        self.tmp, self.proc, self.rep = tmp, proc, rep
         self.dir = Path(tmp.name)
 
     def kill(self) -> None:
@@ -302,19 +302,22 @@ class _Warm:
         self.tmp.cleanup()
 
 
-def ncu_env(lock_key: str = "") -> dict:
-    """The environment for an ncu process. With ``lock_key`` (a GPU's PCI bus id), TMPDIR is a
-    directory of that GPU's own (``optiml-ncu-<key>`` in the system's temporary directory), so
-    the lock file ncu serialises profiling with is per GPU: every ncu on the host that profiles
-    that GPU through optiml shares it, and ncu on another GPU does not take it. (The driver still
-    serialises much of the profiling across GPUs: measured on two H200s, two ncu processes on
-    two GPUs each took ~1.9x as long per launch, with separate lock files as with one.)"""
+def ncu_env() -> dict:
+    """The environment for an ncu process: TMPDIR is a directory of this user's own
+    (``optiml-ncu-<uid>`` in the system's temporary directory, mode 0700), which holds the lock
+    file ncu serialises its processes with (``$TMPDIR/nsight-compute-lock``). With the default
+    ``/tmp`` a lock file another user's ncu left there cannot be opened on hosts that protect
+    files in sticky directories, and ncu fails with InterprocessLockFailed."""
     env = child_env()
-    if lock_key:
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", lock_key)[:64]
-        d = Path(tempfile.gettempdir()) / f"optiml-ncu-{safe}"
-        d.mkdir(mode=0o777, exist_ok=True)
-        env["TMPDIR"] = str(d)
+    d = Path(tempfile.gettempdir()) / f"optiml-ncu-{os.getuid()}"
+    try:
+        d.mkdir(mode=0o700, exist_ok=True)
+        if d.is_symlink() or d.stat().st_uid != os.getuid():
+            raise PermissionError(f"{d} is not this user's")
+        d.chmod(0o700)
+    except OSError:        # someone else's (or unusable): a private one for this process
+        d = Path(tempfile.mkdtemp(prefix="optiml-ncu-"))
+    env["TMPDIR"] = str(d)
     return env
 
 
