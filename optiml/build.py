@@ -207,13 +207,14 @@ def default_cache_dir() -> Path:
 def build_key(source: str, flags: tuple[str, ...], arch: str, nvcc: str, include_dir: Path | None = None,
               headers: dict[str, bytes] | None = None) -> str:
     """A build's cache key: source, flags, arch, nvcc version, include folder, and the contents of
-    ``headers`` when given (the ones a remote build ships)."""
+    ``headers`` when given (``{name: bytes}``; None for a header that is not there)."""
     h = hashlib.sha256()
     for part in (source, "\0".join(flags), arch, nvcc, str(include_dir or "")):
         h.update(part.encode())
         h.update(b"\1")
     for name in sorted(headers or {}):
-        h.update(name.encode() + b"\0" + hashlib.sha256(headers[name]).digest())
+        data = headers[name]
+        h.update(name.encode() + b"\0" + (hashlib.sha256(data).digest() if data is not None else b"\2missing"))
     return h.hexdigest()[:32]
 
 
@@ -246,8 +247,58 @@ class KeyLocks:
             return self._locks.setdefault(key, threading.Lock())
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+MAX_HEADERS = 2000
+
+
+def included_headers(source: str, include_dirs: list[Path]) -> dict[str, bytes | None]:
+    """The files ``source`` includes from ``include_dirs``, transitively: ``{path: contents}``,
+    and ``{"missing:<name>": None}`` for a name found in none of them (a system header, or one
+    not written yet: its appearing changes the answer). A header's own folder is searched first
+    for its quoted includes. Every ``#include`` line counts, even under an ``#if`` (more, never
+    fewer); an include named by a macro is not followed. Toolkit headers are not listed: the
+    nvcc version stands for them."""
+    out: dict[str, bytes | None] = {}
+    todo: list[tuple[str, str, Path | None]] = [(q, n, None) for q, n in _INCLUDE.findall(source)]
+    while todo and len(out) < MAX_HEADERS:
+        quote, name, here = todo.pop()
+        dirs = ([here] if quote == '"' and here is not None else []) + list(include_dirs)
+        found = next((d / name for d in dirs if (d / name).is_file()), None)
+        if found is None:
+            out.setdefault(f"missing:{name}", None)
+            continue
+        path = str(found.resolve())
+        if path in out:
+            continue
+        try:
+            data = found.read_bytes()
+        except OSError:
+            out[path] = None
+            continue
+        out[path] = data
+        todo += [(q, n, found.parent) for q, n in _INCLUDE.findall(data.decode("utf-8", "replace"))]
+    return out
+
+
+def _include_dirs(flags: tuple[str, ...], include_dir: Path | None) -> list[Path]:
+    """The folders nvcc searches for includes beyond the toolkit: ``include_dir`` and -I flags."""
+    dirs = [Path(include_dir)] if include_dir is not None else []
+    it = iter(flags)
+    for f in it:
+        if f in ("-I", "--include-path"):
+            nxt = next(it, None)
+            if nxt:
+                dirs.append(Path(nxt))
+        elif f.startswith("-I"):
+            dirs.append(Path(f[2:]))
+        elif f.startswith("--include-path="):
+            dirs.append(Path(f.split("=", 1)[1]))
+    return dirs
+
+
 class NvccBuilder:
-    """nvcc -cubin for one architecture, cached by (source, flags, arch, nvcc version)."""
+    """nvcc -cubin for one architecture, cached by (source, flags, arch, nvcc version, and the
+    contents of the headers the source includes from its folder or -I folders)."""
 
     def __init__(self, arch: str, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.arch = normalize_arch(arch)
@@ -256,7 +307,8 @@ class NvccBuilder:
         self._locks = KeyLocks()     # one build of a key at a time (builds run in threads)
 
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
-        return build_key(source, flags, self.arch, nvcc_version(), include_dir)
+        headers = included_headers(source, _include_dirs(tuple(flags), include_dir))
+        return build_key(source, flags, self.arch, nvcc_version(), include_dir, headers)
 
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
               name: str = "kernel.cu") -> BuildResult:

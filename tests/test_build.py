@@ -57,6 +57,45 @@ def test_cache_hit_and_key_depends_on_flags_and_arch(builder, tmp_path):
     assert other.key(src, ("-O3",)) != builder.key(src, ("-O3",))
 
 
+def test_editing_an_included_header_rebuilds(builder, tmp_path):
+    """The cache key covers the headers the source includes, nested ones too: after a header
+    edit the build is new and its cubin has the new code (the tile size in the header sets the
+    static shared memory ptxas reports); a header that appears later also counts."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "tile.h").write_text('#include "inc/size.h"\n')
+    (tmp_path / "inc" / "size.h").write_text("#define TILE 16\n")
+    src = ('#include "tile.h"\n#include <cuda_fp16.h>\n'
+           "__global__ void k(float* x) { __shared__ float s[TILE]; s[threadIdx.x] = x[threadIdx.x];"
+           " __syncthreads(); x[threadIdx.x] = s[TILE - 1 - threadIdx.x]; }\n")
+    first = builder.build(src, ("-O3",), include_dir=tmp_path)
+    assert first.ok and first.entry_resources("k").smem_static == 16 * 4
+    assert builder.build(src, ("-O3",), include_dir=tmp_path).cached
+    (tmp_path / "inc" / "size.h").write_text("#define TILE 64\n")
+    second = builder.build(src, ("-O3",), include_dir=tmp_path)
+    assert not second.cached and second.key != first.key
+    assert second.entry_resources("k").smem_static == 64 * 4
+
+    late = '#include "later.h"\n__global__ void k(float* x) { x[0] = LATER; }\n'
+    assert builder.build(late, ("-O3",), include_dir=tmp_path).status == "compile_error"
+    (tmp_path / "later.h").write_text("#define LATER 1.0f\n")
+    assert builder.build(late, ("-O3",), include_dir=tmp_path).ok
+
+
+def test_included_headers_follow_quotes_and_include_folders(tmp_path):
+    from optiml.build import _include_dirs, included_headers
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x.h").write_text('#include "y.h"\n#include "x.h"\n')   # y.h beside it; x.h: itself
+    (tmp_path / "a" / "y.h").write_text("int y;\n")
+    (tmp_path / "b" / "z.h").write_text("int z;\n")
+    src = '#include "x.h"\n  #  include <z.h>\n#include <cuda_runtime.h>\n#include MACRO_NAME\n'
+    got = included_headers(src, _include_dirs(("-O3", "-I", str(tmp_path / "b")), tmp_path / "a"))
+    assert set(got) == {str((tmp_path / "a" / "x.h").resolve()), str((tmp_path / "a" / "y.h").resolve()),
+                        str((tmp_path / "b" / "z.h").resolve()), "missing:cuda_runtime.h"}
+    assert got[str((tmp_path / "b" / "z.h").resolve())] == b"int z;\n"
+
+
 def test_timeout_stops_nvcc(tmp_path):
     slow = NvccBuilder("sm_90", cache_dir=tmp_path, timeout_s=0.05)
     result = slow.build("__global__ void k(float* x) { x[0] = 1; }\n")
