@@ -121,6 +121,10 @@ class Evaluator:
         if build.status == "timeout":
             ev.status, ev.message = "build_timeout", build.log.strip().splitlines()[-1]
             return None, ev
+        if build.status == "worker_lost":    # the machine building it went away: not the candidate's fault
+            last = build.log.strip().splitlines()[-1] if build.log.strip() else "no log"
+            ev.status, ev.message = "harness_error", f"the build was lost with the worker running it ({last.removeprefix('error: ')})"
+            return None, ev
         if not build.ok:
             errs = build.errors
             ev.status, ev.message = "compile_error", (errs[0] if errs else "nvcc failed") + (

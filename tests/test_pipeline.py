@@ -55,6 +55,23 @@ def test_failures_before_the_gpu_are_statuses(tmp_path):
     assert harness.jobs == []                                        # none of these reached the GPU
 
 
+class LostBuildFake:
+    """A builder whose (remote) worker died, as DaskBuilder reports it."""
+
+    def build(self, source, flags=(), *, include_dir=None, name="kernel.cu"):
+        from optiml.build import BuildResult
+        return BuildResult(status="worker_lost", key="k", arch="sm_90",
+                           log="error: the cluster lost the build (KilledWorker: ...).")
+
+
+def test_a_build_lost_with_its_worker_is_a_harness_error_not_a_compile_error(tmp_path):
+    spec = load(tmp_path)
+    harness = RecordingFakeHarness()
+    r = Evaluator(spec, KERNEL, LostBuildFake(), harness).evaluate(Candidate(KERNEL))
+    assert r.status == "harness_error" and "lost" in r.message and "KilledWorker" in r.message
+    assert harness.jobs == []
+
+
 def test_broken_seed_is_a_reference_error_for_candidates(tmp_path):
     spec = load(tmp_path)
     harness = RecordingFakeHarness()
