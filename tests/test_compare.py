@@ -37,6 +37,20 @@ def test_unwritten_elements_are_caught():
     assert c.failed_check == "unwritten" and c.unwritten == 3
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int32", "uint8", "int64", "float64", "float32", "bool"])
+def test_poisoned_buffers_hold_the_pattern_bytes(dtype):
+    out = poisoned((5, 3), dtype)
+    assert out.shape == (5, 3) and out.tobytes() == dtypes.poison_pattern(dtype).tobytes() * 15
+
+
+def test_an_unwritten_bool_output_is_unwritten_not_mismatched():
+    ref = dtypes.to_storage(np.arange(20) % 3 == 0, "bool")
+    out = poisoned(ref.shape, "bool")
+    out[:15] = ref[:15]
+    c = check_output("y", out, ref, "bool", 0, 0)
+    assert c.failed_check == "unwritten" and c.unwritten == 5
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int32", "uint8", "int64", "float64"])
 def test_unwritten_in_every_dtype(dtype):
     ref = dtypes.to_storage(np.arange(50) % 7, dtype)

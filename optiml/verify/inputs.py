@@ -41,7 +41,11 @@ def draw(init: Init, shape: tuple[int, ...], dtype: str, rng: np.random.Generato
 
 
 def poisoned(shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    return np.full(shape, _dt.poison_pattern(dtype)[0], dtype=_dt.poison_pattern(dtype).dtype)
+    """An output buffer holding the poison pattern's exact bytes in every element (filled as
+    unsigned integers, since numpy would turn a bool 0xA5 into 0x01 and may quiet a NaN)."""
+    pattern = _dt.poison_pattern(dtype)
+    bits = np.dtype(f"u{pattern.itemsize}")
+    return np.full(shape, pattern.view(bits)[0], dtype=bits).view(pattern.dtype)
 
 
 def make_case(spec: TaskSpec, sizes: dict[str, int], seed: int, constants: dict | None = None) -> CaseData:
