@@ -251,19 +251,30 @@ _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 MAX_HEADERS = 2000
 
 
-def included_headers(source: str, include_dirs: list[Path]) -> dict[str, bytes | None]:
-    """The files ``source`` includes from ``include_dirs``, transitively: ``{path: contents}``,
-    and ``{"missing:<name>": None}`` for a name found in none of them (a system header, or one
-    not written yet: its appearing changes the answer). A header's own folder is searched first
-    for its quoted includes. Every ``#include`` line counts, even under an ``#if`` (more, never
-    fewer); an include named by a macro is not followed. Toolkit headers are not listed: the
-    nvcc version stands for them."""
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except OSError:       # a name too long, a folder that cannot be searched: not there for nvcc either
+        return False
+
+
+def included_headers(source: str, include_dirs: list[Path], pre_includes: tuple[str, ...] = ()) -> dict[str, bytes | None]:
+    """The files ``source`` includes from ``include_dirs`` (in nvcc's search order), transitively:
+    ``{path: contents}``, and ``{"missing:<name>": None}`` for a name found in none of them (a
+    system header, or one not written yet: its appearing changes the answer). A header's own
+    folder is searched first for its quoted includes; ``pre_includes`` (``-include``) come first.
+    Every ``#include`` line counts, even under an ``#if`` (more, never fewer); an include named by
+    a macro is not followed. Toolkit headers are not listed: the nvcc version stands for them."""
     out: dict[str, bytes | None] = {}
     todo: list[tuple[str, str, Path | None]] = [(q, n, None) for q, n in _INCLUDE.findall(source)]
-    while todo and len(out) < MAX_HEADERS:
+    todo += [('"', n, None) for n in reversed(pre_includes)]
+    while todo:
+        if len(out) >= MAX_HEADERS:
+            logger.warning("more than {} included files: the build cache key covers the first {} only", MAX_HEADERS, MAX_HEADERS)
+            break
         quote, name, here = todo.pop()
         dirs = ([here] if quote == '"' and here is not None else []) + list(include_dirs)
-        found = next((d / name for d in dirs if (d / name).is_file()), None)
+        found = next((d / name for d in dirs if _is_file(d / name)), None)
         if found is None:
             out.setdefault(f"missing:{name}", None)
             continue
@@ -276,24 +287,37 @@ def included_headers(source: str, include_dirs: list[Path]) -> dict[str, bytes |
             out[path] = None
             continue
         out[path] = data
-        todo += [(q, n, found.parent) for q, n in _INCLUDE.findall(data.decode("utf-8", "replace"))]
+        todo += [(q, n, found.parent) for q, n in reversed(_INCLUDE.findall(data.decode("utf-8", "replace")))]
     return out
 
 
-def _include_dirs(flags: tuple[str, ...], include_dir: Path | None) -> list[Path]:
-    """The folders nvcc searches for includes beyond the toolkit: ``include_dir`` and -I flags."""
-    dirs = [Path(include_dir)] if include_dir is not None else []
+def _flag_values(flags: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
+    """The values of nvcc options ``names`` in ``flags`` (``-I x``, ``-Ix``, ``--include-path=x``),
+    comma lists split as nvcc splits them."""
+    values: list[str] = []
     it = iter(flags)
     for f in it:
-        if f in ("-I", "--include-path"):
-            nxt = next(it, None)
-            if nxt:
-                dirs.append(Path(nxt))
-        elif f.startswith("-I"):
-            dirs.append(Path(f[2:]))
-        elif f.startswith("--include-path="):
-            dirs.append(Path(f.split("=", 1)[1]))
-    return dirs
+        for n in names:
+            if f == n:
+                values += (next(it, "") or "").split(",")
+            elif n.startswith("--") and f.startswith(n + "="):
+                values += f[len(n) + 1:].split(",")
+            elif not n.startswith("--") and f.startswith(n) and len(f) > len(n):
+                values += f[len(n):].split(",")
+            else:
+                continue
+            break
+    return [v for v in values if v]
+
+
+def _include_dirs(flags: tuple[str, ...], include_dir: Path | None) -> list[Path]:
+    """The folders nvcc searches for includes beyond the toolkit, in its order: the flags' -I
+    folders, then ``include_dir`` (NvccBuilder passes it last), then -isystem folders. A relative
+    folder is left out: nvcc runs in the cache entry, where it names nothing of the user's."""
+    dirs = [Path(v) for v in _flag_values(flags, ("-I", "--include-path"))]
+    dirs += [Path(include_dir)] if include_dir is not None else []
+    dirs += [Path(v) for v in _flag_values(flags, ("-isystem", "--system-include"))]
+    return [d for d in dirs if d.is_absolute()]
 
 
 class NvccBuilder:
@@ -307,7 +331,9 @@ class NvccBuilder:
         self._locks = KeyLocks()     # one build of a key at a time (builds run in threads)
 
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
-        headers = included_headers(source, _include_dirs(tuple(flags), include_dir))
+        flags = tuple(flags)
+        headers = included_headers(source, _include_dirs(flags, include_dir),
+                                   tuple(_flag_values(flags, ("-include", "--pre-include"))))
         return build_key(source, flags, self.arch, nvcc_version(), include_dir, headers)
 
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,

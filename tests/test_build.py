@@ -84,16 +84,55 @@ def test_editing_an_included_header_rebuilds(builder, tmp_path):
 def test_included_headers_follow_quotes_and_include_folders(tmp_path):
     from optiml.build import _include_dirs, included_headers
 
-    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "sub").mkdir(parents=True)
     (tmp_path / "b").mkdir()
-    (tmp_path / "a" / "x.h").write_text('#include "y.h"\n#include "x.h"\n')   # y.h beside it; x.h: itself
-    (tmp_path / "a" / "y.h").write_text("int y;\n")
+    (tmp_path / "a" / "sub" / "x.h").write_text('#include "y.h"\n#include "x.h"\n')   # y.h beside it; x.h: itself
+    (tmp_path / "a" / "sub" / "y.h").write_text("int y;\n")
+    (tmp_path / "a" / "y.h").write_text("int other_y;\n")                          # not the one x.h gets
     (tmp_path / "b" / "z.h").write_text("int z;\n")
-    src = '#include "x.h"\n  #  include <z.h>\n#include <cuda_runtime.h>\n#include MACRO_NAME\n'
+    src = '#include "sub/x.h"\n  #  include <z.h>\n#include <cuda_runtime.h>\n#include MACRO_NAME\n'
     got = included_headers(src, _include_dirs(("-O3", "-I", str(tmp_path / "b")), tmp_path / "a"))
-    assert set(got) == {str((tmp_path / "a" / "x.h").resolve()), str((tmp_path / "a" / "y.h").resolve()),
-                        str((tmp_path / "b" / "z.h").resolve()), "missing:cuda_runtime.h"}
-    assert got[str((tmp_path / "b" / "z.h").resolve())] == b"int z;\n"
+    r = lambda *parts: str(tmp_path.joinpath(*parts).resolve())  # noqa: E731
+    assert set(got) == {r("a", "sub", "x.h"), r("a", "sub", "y.h"), r("b", "z.h"), "missing:cuda_runtime.h"}
+    assert got[r("b", "z.h")] == b"int z;\n"
+
+
+def test_include_folders_in_nvccs_order_and_forms(tmp_path):
+    """nvcc searches the flags' -I folders (comma lists split) before the include folder it is
+    given last, then -isystem; -include files come first; a relative folder names nothing."""
+    from optiml.build import _flag_values, _include_dirs, included_headers
+
+    for d in ("kdir", "flag1", "flag2", "sys"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "t.h").write_text(f"// {d}\n")
+    (tmp_path / "sys" / "only_sys.h").write_text("// sys\n")
+    (tmp_path / "flag2" / "pre.h").write_text("// pre\n")
+    flags = ("-O3", f"-I{tmp_path / 'flag1'},{tmp_path / 'flag2'}", "-Irelative", "-isystem", str(tmp_path / "sys"),
+             "--pre-include=pre.h")
+    dirs = _include_dirs(flags, tmp_path / "kdir")
+    assert dirs == [tmp_path / "flag1", tmp_path / "flag2", tmp_path / "kdir", tmp_path / "sys"]
+    got = included_headers('#include "t.h"\n#include <only_sys.h>\n', dirs, tuple(_flag_values(flags, ("-include", "--pre-include"))))
+    assert set(got) == {str(tmp_path / p) for p in ("flag1/t.h", "sys/only_sys.h", "flag2/pre.h")}
+
+
+def test_an_include_name_the_file_system_refuses_is_missing_not_a_crash(builder, tmp_path):
+    src = f'#include "{"x" * 300}.h"\n__global__ void k(float* x) {{ x[0] = 1; }}\n'
+    assert builder.build(src, ("-O3",), include_dir=tmp_path).status == "compile_error"
+
+
+def test_a_header_in_an_i_folder_shadows_the_kernel_folder_and_counts(builder, tmp_path):
+    """Edit the header nvcc actually reads (the -I one, searched before the kernel's folder)."""
+    (tmp_path / "k").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "k" / "t.h").write_text("#define N 32\n")
+    (tmp_path / "other" / "t.h").write_text("#define N 16\n")
+    src = '#include "t.h"\n__global__ void k(float* x) { __shared__ float s[N]; s[threadIdx.x] = x[0]; __syncthreads(); x[1] = s[N - 1]; }\n'
+    flags = ("-O3", f"-I{tmp_path / 'other'}")
+    first = builder.build(src, flags, include_dir=tmp_path / "k")
+    assert first.ok and first.entry_resources("k").smem_static == 16 * 4
+    (tmp_path / "other" / "t.h").write_text("#define N 64\n")
+    second = builder.build(src, flags, include_dir=tmp_path / "k")
+    assert not second.cached and second.entry_resources("k").smem_static == 64 * 4
 
 
 def test_timeout_stops_nvcc(tmp_path):
