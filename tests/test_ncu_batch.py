@@ -4,10 +4,13 @@ then answers `ncu -i` with a raw CSV whose rows carry the batch's NVTX ranges (b
 real H100 export). What is checked: each candidate gets the metrics of the row in its own range,
 the GPU lock is held only between go and finished, a candidate the batch did not reach is a
 replay_failed status, and a hung ncu is a timeout."""
+import os
 import stat
 import sys
 import threading
 import time
+
+import pytest
 
 from optiml.profiler.ncu import NcuProfiler
 from optiml.profiler.types import ProfileStatus
@@ -152,7 +155,7 @@ def test_ncu_keeps_its_lock_file_in_a_directory_of_this_user(tmp_path, monkeypat
     assert prof.profile_batch(jobs(tmp_path, 1), "gpu")[0].ok
     d = Path(log.read_text().split("\n")[0])
     assert d == Path(tempfile.gettempdir()) / f"optiml-ncu-{os.getuid()}"
-    assert d.is_dir() and d.stat().st_uid == os.getuid()
+    assert d.is_dir() and d.stat().st_uid == os.getuid() and stat.S_IMODE(d.stat().st_mode) == 0o700
 
 
 def test_the_ncu_lock_directory_is_private_and_never_someone_elses(tmp_path, monkeypatch):
@@ -161,9 +164,10 @@ def test_the_ncu_lock_directory_is_private_and_never_someone_elses(tmp_path, mon
     import tempfile
     from pathlib import Path
 
-    from optiml.profiler.ncu import ncu_env
+    from optiml.profiler.ncu import _private_lock_dir, ncu_env
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _private_lock_dir.cache_clear()
     mine = tmp_path / f"optiml-ncu-{os.getuid()}"
     mine.mkdir(mode=0o777)
     mine.chmod(0o777)                                  # left world-writable by something else
@@ -174,6 +178,25 @@ def test_the_ncu_lock_directory_is_private_and_never_someone_elses(tmp_path, mon
     d = Path(ncu_env()["TMPDIR"])
     assert d != mine and d.parent == tmp_path and d.name.startswith("optiml-ncu-")
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert Path(ncu_env()["TMPDIR"]) == d              # one private directory per process, not one per ncu
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to make a directory another user owns")
+def test_a_lock_directory_another_user_owns_is_not_used(tmp_path, monkeypatch):
+    import stat
+    import tempfile
+    from pathlib import Path
+
+    from optiml.profiler import ncu as ncu_mod
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ncu_mod._private_lock_dir.cache_clear()
+    theirs = tmp_path / f"optiml-ncu-{os.getuid()}"
+    theirs.mkdir(mode=0o777)
+    os.chown(theirs, 65534, 65534)
+    d = Path(ncu_mod.ncu_env()["TMPDIR"])
+    assert d != theirs and d.stat().st_uid == os.getuid() and stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert theirs.stat().st_uid == 65534                # left as it was
 
 
 def test_with_prestart_the_next_ncu_is_already_up_when_a_batch_comes(tmp_path, monkeypatch):
@@ -201,7 +224,7 @@ def test_a_process_started_ahead_quits_when_optiml_is_gone(tmp_path):
     import os
     import subprocess
 
-    from optiml.verify.worker import _wait_for_file
+    from optiml.verify.profiled import _wait_for_file
 
     (tmp_path / "quit").write_text("")
     assert _wait_for_file(tmp_path, "jobs.pkl", os.getpid()) is False

@@ -40,6 +40,19 @@ def test_permission_error_is_a_status(tmp_path):
     assert r.status is ProfileStatus.PERMISSION_DENIED and r.wall_s is not None
 
 
+def test_a_single_profile_uses_the_users_own_lock_directory(tmp_path):
+    """ncu's lock file lives in $TMPDIR: the one-candidate path gets the same per-user directory
+    as the batches, so it neither trips on another user's /tmp lock nor races optiml's batches."""
+    import os
+    import tempfile
+
+    seen = tmp_path / "tmpdir.txt"
+    ncu = fake_ncu(tmp_path, f'case "$1" in --version) echo "Version 1";; --query-metrics) echo "";; '
+                             f'*) echo "$TMPDIR" > {seen}; exit 1;; esac')
+    NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q").profile(job(tmp_path))
+    assert seen.read_text().strip() == os.path.join(tempfile.gettempdir(), f"optiml-ncu-{os.getuid()}")
+
+
 def test_timeout_is_a_status(tmp_path):
     ncu = fake_ncu(tmp_path, 'case "$1" in --version) echo "Version 1";; --query-metrics) echo "";; *) exec sleep 600;; esac')
     r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q", timeout_s=1).profile(job(tmp_path))

@@ -9,7 +9,9 @@ crash under replay, an unknown metric) comes back as a ProfileResult status.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
 import pickle
 import re
@@ -113,7 +115,7 @@ class NcuProfiler:
         with tempfile.TemporaryDirectory(prefix="optiml-ncu-") as tmp:
             d = Path(tmp)
             (d / "job.pkl").write_bytes(pickle.dumps(replace(job, profile_tag=tag, time_it=False)))
-            env = child_env()
+            env = ncu_env()
             rep = d / "profile"
             code, out = _run(self._cmd(metrics, [tag], rep, [str(d)]), self.timeout_s, env)
             wall = time.perf_counter() - t0
@@ -316,9 +318,17 @@ def ncu_env() -> dict:
             raise PermissionError(f"{d} is not this user's")
         d.chmod(0o700)
     except OSError:        # someone else's (or unusable): a private one for this process
-        d = Path(tempfile.mkdtemp(prefix="optiml-ncu-"))
+        d = _private_lock_dir()
     env["TMPDIR"] = str(d)
     return env
+
+
+@functools.lru_cache(maxsize=1)
+def _private_lock_dir() -> Path:
+    """A lock-file directory of this process's own, made once and removed when it exits."""
+    d = Path(tempfile.mkdtemp(prefix="optiml-ncu-"))
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, deadline: float) -> bool:

@@ -90,7 +90,7 @@ class HarnessResult:
     timing: TimingResult | None = None
     baseline_timing: TimingResult | None = None   # the job's baseline, timed interleaved with it
     device_name: str = ""
-    device_pci: str = ""      # the GPU's PCI bus id (one ncu lock per GPU)
+    device_pci: str = ""      # the GPU's PCI bus id (informational: which physical GPU ran the job)
     log_tail: str = ""
     wall_s: float = 0.0
     stage: str = ""
