@@ -23,7 +23,7 @@ from .verify.harness import Case, Harness, HarnessJob, HarnessResult, KernelBina
 MAX_THREADS_PER_BLOCK = 1024
 
 # statuses, in the order a candidate moves through the pipeline
-STATUSES = ("ok", "source_error", "launch_config_error", "compile_error", "build_timeout",
+STATUSES = ("ok", "source_error", "launch_config_error", "compile_error", "build_timeout", "build_lost",
             "launch_error", "runtime_error", "timeout", "wrong_output", "reference_error", "harness_error")
 
 
@@ -121,9 +121,11 @@ class Evaluator:
         if build.status == "timeout":
             ev.status, ev.message = "build_timeout", build.log.strip().splitlines()[-1]
             return None, ev
-        if build.status == "worker_lost":    # the machine building it went away: not the candidate's fault
+        if build.status == "worker_lost":
+            # the dask workers building it died (distributed retries first, so a compile that
+            # exhausts a machine's memory ends here): a build failure, but not nvcc's message
             last = build.log.strip().splitlines()[-1] if build.log.strip() else "no log"
-            ev.status, ev.message = "harness_error", f"the build was lost with the worker running it ({last.removeprefix('error: ')})"
+            ev.status, ev.message = "build_lost", f"the build was lost with the workers running it ({last.removeprefix('error: ')})"
             return None, ev
         if not build.ok:
             errs = build.errors

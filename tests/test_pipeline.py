@@ -64,12 +64,15 @@ class LostBuildFake:
                            log="error: the cluster lost the build (KilledWorker: ...).")
 
 
-def test_a_build_lost_with_its_worker_is_a_harness_error_not_a_compile_error(tmp_path):
+def test_a_build_lost_with_its_workers_is_build_lost_and_scored_as_a_build_failure(tmp_path):
+    from optiml.search.reward import BUILD_FAILURE_REWARD, reward
+
     spec = load(tmp_path)
     harness = RecordingFakeHarness()
     r = Evaluator(spec, KERNEL, LostBuildFake(), harness).evaluate(Candidate(KERNEL))
-    assert r.status == "harness_error" and "lost" in r.message and "KilledWorker" in r.message
-    assert harness.jobs == []
+    assert r.status == "build_lost" and "lost" in r.message and "KilledWorker" in r.message
+    assert "nvcc" not in r.message and harness.jobs == []
+    assert reward({"status": r.status}, 1.0, None) == BUILD_FAILURE_REWARD
 
 
 def test_broken_seed_is_a_reference_error_for_candidates(tmp_path):

@@ -29,7 +29,8 @@ import math
 
 REWARD_VERSION = 1
 
-BUILD_FAILURES = frozenset({"source_error", "launch_config_error", "compile_error", "build_timeout", "edit_failed"})
+BUILD_FAILURES = frozenset({"source_error", "launch_config_error", "compile_error", "build_timeout", "build_lost",
+                            "edit_failed"})
 BUILD_FAILURE_REWARD = -0.5
 RUNTIME_FAILURE_REWARD = -1.0     # wrong_output, runtime_error, launch_error, timeout, anything else
 REGRESSION_PENALTY = 0.1
