@@ -153,7 +153,7 @@ def test_a_job_that_fails_while_lent_returns_with_the_lock_held_again(tmp_path, 
 def test_stage_off_gpu_speaks_the_protocol():
     import io
 
-    from optiml.verify.worker import Stage
+    from optiml.verify.gpu import Stage
 
     ctrl = io.StringIO()
     st = Stage(Path("/dev/null"), ctrl=ctrl, stdin=io.StringIO("go\n"))
