@@ -320,6 +320,14 @@ def _include_dirs(flags: tuple[str, ...], include_dir: Path | None) -> list[Path
     return [d for d in dirs if d.is_absolute()]
 
 
+def header_dependencies(source: str, flags: tuple[str, ...], include_dir: Path | None) -> dict[str, bytes | None]:
+    """What a build of ``source`` with ``flags`` and ``include_dir`` reads besides the toolkit
+    (:func:`included_headers` over nvcc's include folders and ``-include`` files)."""
+    flags = tuple(flags)
+    return included_headers(source, _include_dirs(flags, include_dir),
+                            tuple(_flag_values(flags, ("-include", "--pre-include"))))
+
+
 class NvccBuilder:
     """nvcc -cubin for one architecture, cached by (source, flags, arch, nvcc version, and the
     contents of the headers the source includes from its folder or -I folders)."""
@@ -331,10 +339,8 @@ class NvccBuilder:
         self._locks = KeyLocks()     # one build of a key at a time (builds run in threads)
 
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
-        flags = tuple(flags)
-        headers = included_headers(source, _include_dirs(flags, include_dir),
-                                   tuple(_flag_values(flags, ("-include", "--pre-include"))))
-        return build_key(source, flags, self.arch, nvcc_version(), include_dir, headers)
+        return build_key(source, flags, self.arch, nvcc_version(), include_dir,
+                         header_dependencies(source, flags, include_dir))
 
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
               name: str = "kernel.cu") -> BuildResult:

@@ -33,15 +33,15 @@ import threading
 import time
 import uuid
 from concurrent.futures import CancelledError
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from loguru import logger
 
 from . import __version__
 from .build import DEFAULT_TIMEOUT_S as BUILD_TIMEOUT_S
-from .build import (BuildResult, KeyLocks, NvccBuilder, build_key, default_cache_dir, normalize_arch, nvcc_version,
-                    read_cached)
+from .build import (BuildResult, KeyLocks, NvccBuilder, build_key, default_cache_dir, header_dependencies,
+                    normalize_arch, nvcc_version, read_cached)
 from .errors import EnvironmentProblem, UserError
 from .verify.harness import DEFAULT_TIMEOUT_S as HARNESS_TIMEOUT_S
 from .verify.harness import HarnessJob, HarnessResult, KernelBinary, SubprocessHarness
@@ -131,7 +131,8 @@ class DaskBuilder(_OnCluster):
 
     The cache has :class:`~optiml.build.NvccBuilder`'s layout and keys (the workers' nvcc version
     stands for the local one), so both can share a folder; the key of a build with an include
-    folder also covers the contents of the headers shipped with it. ``wait_s`` bounds the wait
+    folder also covers the contents of the headers shipped with it (those directly in the folder,
+    and those the source includes from its subfolders) and of every header the source includes. ``wait_s`` bounds the wait
     for a result, queueing included (None: no bound); ``timeout_s`` is nvcc's own limit on the
     worker. ``wall_s`` of a result is the round trip as this process saw it.
     """
@@ -168,17 +169,22 @@ class DaskBuilder(_OnCluster):
         return nvcc
 
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
-        headers = _headers(include_dir) if include_dir is not None else None
-        return self._key(source, tuple(flags), include_dir, headers, self.nvcc_version)
+        flags = tuple(flags)
+        headers = _headers(source, flags, include_dir) if include_dir is not None else None
+        return self._key(source, flags, include_dir, headers, self.nvcc_version)
 
     def _key(self, source, flags, include_dir, headers, nvcc) -> str:
-        return build_key(source, flags, self.arch, nvcc, include_dir, headers)
+        # what is shipped, and what the source includes from anywhere (an -I folder outside the
+        # include folder is not shipped, but an edit there must not bring back an old cubin)
+        seen = {f"shipped:{n}": d for n, d in (headers or {}).items()}
+        seen.update(header_dependencies(source, flags, include_dir))
+        return build_key(source, flags, self.arch, nvcc, include_dir, seen)
 
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
               name: str = "kernel.cu") -> BuildResult:
         """Compile ``source`` on a worker (or find it in the local cache); blocking, thread-safe."""
         flags = tuple(flags)
-        headers = _headers(include_dir) if include_dir is not None else None
+        headers = _headers(source, flags, include_dir) if include_dir is not None else None
         key = self._key(source, flags, include_dir, headers, self.nvcc_version)
         entry = self.cache_dir / key
         with self._locks(key):   # one build of a key at a time; the others then find it in the cache
@@ -226,23 +232,37 @@ class DaskBuilder(_OnCluster):
         return result
 
 
-def _headers(include_dir: Path) -> dict[str, bytes]:
-    """The header files directly in ``include_dir`` by name (not its subfolders)."""
+def _headers(source: str, flags: tuple[str, ...], include_dir: Path) -> dict[str, bytes]:
+    """The headers shipped with a build, by their path relative to ``include_dir``: those
+    directly in it, and those the source includes from its subfolders (``#include "sub/x.h"``,
+    transitively)."""
     d = Path(include_dir)
     if not d.is_dir():
         return {}
+    root = d.resolve()
     out, total = {}, 0
+
+    def add(p: Path, rel: str) -> None:
+        nonlocal total
+        try:
+            data = p.read_bytes()
+        except OSError as e:
+            raise UserError(f"{p}: cannot read the header to send it to the dask workers ({e.strerror or e}).") from None
+        total += len(data)
+        if total > HEADER_LIMIT:
+            raise UserError(f"{d}: its headers are more than {HEADER_LIMIT >> 20} MiB to send to the dask "
+                            f"workers; keep the kernel's headers in a folder of their own.")
+        out[rel] = data
+
     for p in sorted(d.iterdir()):
         if p.suffix.lower() in HEADER_SUFFIXES and p.is_file():
-            try:
-                data = p.read_bytes()
-            except OSError as e:
-                raise UserError(f"{p}: cannot read the header to send it to the dask workers ({e.strerror or e}).") from None
-            total += len(data)
-            if total > HEADER_LIMIT:
-                raise UserError(f"{d}: its headers are more than {HEADER_LIMIT >> 20} MiB to send to the dask "
-                                f"workers; keep the kernel's headers in a folder of their own.")
-            out[p.name] = data
+            add(p, p.name)
+    for path, data in header_dependencies(source, flags, include_dir).items():
+        if data is None or path.startswith("missing:"):
+            continue
+        rel = Path(path).relative_to(root) if Path(path).is_relative_to(root) else None
+        if rel is not None and str(rel) not in out:
+            add(Path(path), rel.as_posix())
     return out
 
 
@@ -340,7 +360,11 @@ def _remote_build(arch: str, timeout_s: float, source: str, flags: tuple[str, ..
             include = root / "include"
             include.mkdir()
             for hname, data in headers.items():
-                (include / Path(hname).name).write_bytes(data)
+                rel = PurePosixPath(hname)
+                if rel.is_absolute() or ".." in rel.parts:
+                    raise ValueError(f"a shipped header must stay in its folder: {hname!r}")
+                (include / rel).parent.mkdir(parents=True, exist_ok=True)
+                (include / rel).write_bytes(data)
         builder = NvccBuilder(arch, cache_dir=root / "cache", timeout_s=timeout_s)
         try:
             result = builder.build(source, flags, include_dir=include, name=name)

@@ -121,6 +121,22 @@ def test_headers_of_the_include_folder_travel_with_the_build(builder, tmp_path):
     assert Path(again.cubin_path).read_bytes() != Path(result.cubin_path).read_bytes()
 
 
+def test_headers_in_subfolders_travel_and_an_edit_there_builds_again(builder, tmp_path):
+    """#include "detail/scale.cuh" from the kernel's folder: the nested header is shipped (with
+    its folder) and keyed, so editing it builds again instead of returning the old cubin."""
+    inc = tmp_path / "kernel-dir"
+    (inc / "detail").mkdir(parents=True)
+    (inc / "detail" / "scale.cuh").write_text(HEADER)
+    src = USES_HEADER.replace('"scale.cuh"', '"detail/scale.cuh"')
+    first = builder.build(src, ("-O3",), include_dir=inc)
+    assert first.ok, first.log
+    assert builder.build(src, ("-O3",), include_dir=inc).cached
+    (inc / "detail" / "scale.cuh").write_text(HEADER.replace("3.0f", "4.0f"))
+    again = builder.build(src, ("-O3",), include_dir=inc)
+    assert again.ok and not again.cached and again.key != first.key
+    assert Path(again.cubin_path).read_bytes() != Path(first.cubin_path).read_bytes()
+
+
 def test_an_error_in_a_header_names_the_header_here_not_on_the_worker(builder, tmp_path):
     inc = tmp_path / "kernel-dir"
     inc.mkdir()
