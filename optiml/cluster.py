@@ -129,9 +129,9 @@ class _OnCluster:
 class DaskBuilder(_OnCluster):
     """nvcc on dask workers, with a local content-addressed cache that is looked at first.
 
-    The cache has :class:`~optiml.build.NvccBuilder`'s layout and keys (the workers' nvcc version
-    stands for the local one), so both can share a folder; the key of a build with an include
-    folder also covers the contents of the headers shipped with it (those directly in the folder,
+    The cache has :class:`~optiml.build.NvccBuilder`'s layout and key recipe (the workers' nvcc
+    version stands for the local one), so both can share a folder; the key of a build with an
+    include folder also covers the contents of the headers shipped with it (those directly in the folder,
     and those the source includes from its subfolders) and of every header the source includes. ``wait_s`` bounds the wait
     for a result, queueing included (None: no bound); ``timeout_s`` is nvcc's own limit on the
     worker. ``wall_s`` of a result is the round trip as this process saw it.
