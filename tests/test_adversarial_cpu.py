@@ -304,7 +304,7 @@ def test_build_with_a_bad_arch_names_the_flag(tmp_path):
 
 
 # Found by tests/test_spec_fuzz.py: a spec value that made the loader raise something other than
-# a SpecError (a traceback at the CLI); fixed in optiml/spec.py.
+# a SpecError (a traceback at the CLI); fixed in optiml/spec/load.py.
 def test_nan_scalar_value_is_one_sentence(tmp_path):
     k, s = write(tmp_path, _spec_with('value = "N"', "value = nan"))
     r = run_cli("build", k, "--arch", ARCH)
