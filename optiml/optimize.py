@@ -114,7 +114,9 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
 @click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before a GPU child is killed.")
 @click.option("--gpus", default="all", show_default=True,
-              help="GPUs to evaluate on, e.g. 0,1: one persistent worker each; candidates go to whichever is free.")
+              help="GPUs to evaluate on, e.g. 0,1: one persistent worker each; candidates go to whichever is free. "
+                   "ncu profiles one GPU of a host at a time (the driver serialises it), so with profiling a second "
+                   "GPU adds ~10-25 %; with --no-profile, ~2x.")
 @click.option("--parallel", type=int, help="Candidates in flight at once (default 16 per GPU; 1 = one at a time).")
 @click.option("--jobs", "build_jobs", type=int, help="nvcc builds at once (default: CPU cores - 1).")
 @click.option("--cluster", metavar="ADDRESS", envvar="OPTIML_CLUSTER",

@@ -22,3 +22,12 @@ def test_all_and_lists():
 def test_bad_choices_are_one_sentence(text, visible, words):
     with pytest.raises(UserError, match=words):
         parse_gpus(text, visible)
+
+
+def test_help_says_profiling_does_not_scale_across_gpus_of_a_host():
+    from click.testing import CliRunner
+
+    from optiml.cli import main
+
+    out = CliRunner().invoke(main, ["optimize", "--help"], terminal_width=200).output
+    assert "--gpus" in out and "serialises" in out and "--no-profile" in out
