@@ -10,6 +10,18 @@ EXAMPLES = ROOT / "examples"
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def assert_one_sentence_error(r, *fragments):
+    """A click CliRunner result that is what a user should see for bad input: exit code 1, no
+    exception escaping the CLI (CliRunner keeps tracebacks out of the output, so looking for
+    "Traceback" there proves nothing), one line starting "Error: ", naming ``fragments``."""
+    assert r.exit_code == 1, (r.exit_code, r.output)
+    assert isinstance(r.exception, SystemExit), repr(r.exception)
+    out = r.output.strip()
+    assert len(out.splitlines()) == 1 and out.startswith("Error: "), out
+    for f in fragments:
+        assert f in out, (f, out)
+
+
 def gpu_available() -> bool:
     if shutil.which("nvidia-smi") is None or importlib.util.find_spec("pycuda") is None:
         return False

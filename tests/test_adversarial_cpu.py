@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from optiml.build import NvccBuilder
 from optiml.cli import main
 from optiml.verify.harness import HarnessResult
+from tests.conftest import assert_one_sentence_error
 from tests.data.adversarial import cases as adv
 from tests.test_spec import KERNEL, SPEC, write
 
@@ -263,16 +264,6 @@ BAD_SPECS = [
 
 def run_cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def assert_one_sentence_error(r, *fragments):
-    assert r.exit_code == 1, (r.exit_code, r.output)
-    assert isinstance(r.exception, SystemExit), repr(r.exception)       # not an exception escaping the CLI
-    out = r.output.strip()
-    assert "Traceback" not in out
-    assert len(out.splitlines()) == 1 and out.startswith("Error: "), out
-    for f in fragments:
-        assert f in out, (f, out)
 
 
 @pytest.mark.parametrize("spec_text,kernel_src,message", [b[1:] for b in BAD_SPECS], ids=[b[0] for b in BAD_SPECS])

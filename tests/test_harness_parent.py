@@ -28,12 +28,18 @@ def job(tmp_path):
 
 def test_hanging_child_is_killed_at_timeout(tmp_path, job):
     # the fake child records its stage, then never returns (like a kernel in an endless loop)
-    py = fake_python(tmp_path, 'echo "candidate at sizes {N: 1000}" > "$3/stage.txt"; echo spinning; exec sleep 600')
+    import os
+
+    pid_file = tmp_path / "child.pid"
+    py = fake_python(tmp_path, f'echo "candidate at sizes {{N: 1000}}" > "$3/stage.txt"; echo spinning; '
+                               f'echo $$ > {pid_file}; exec sleep 600')
     result = SubprocessHarness(timeout_s=1.0, python=py).run(job)
     assert result.status == "timeout"
     assert "1 s" in result.message and "candidate at sizes" in result.message
     assert "spinning" in result.log_tail
     assert result.wall_s < 30
+    with pytest.raises(ProcessLookupError):          # killed, not left running
+        os.kill(int(pid_file.read_text()), 0)
 
 
 def test_child_that_dies_is_a_runtime_error(tmp_path, job):

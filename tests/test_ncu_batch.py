@@ -34,8 +34,10 @@ if args[:1] == ["-i"]:
     start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
     rows = [l for l in lines[start + 2:] if l.startswith('"')]
     print("\n".join(lines[start:start + 2]))
-    for i, tag in enumerate(tags):               # alternate the two real rows
-        print(rows[i % 2].replace("optiml.profile.hn", "optiml.profile." + tag).replace("optiml.profile.hw", "optiml.profile." + tag))
+    # the first candidate gets the first real row, the others the second; printed last to first,
+    # so a result matched by position rather than by its NVTX range would get another's row
+    for i in reversed(range(len(tags))):
+        print(rows[min(i, 1)].replace("optiml.profile.hn", "optiml.profile." + tags[i]).replace("optiml.profile.hw", "optiml.profile." + tags[i]))
     sys.exit(0)
 import pickle
 outer = [a.split("optiml.profile.")[1].rstrip("/") for a in args if a.startswith("optiml@optiml.profile.")]
@@ -98,12 +100,24 @@ def test_each_candidate_gets_the_row_of_its_own_range(tmp_path):
     lock = RecordingLock()
     results = prof.profile_batch(jobs(tmp_path, 3), "NVIDIA H100 80GB HBM3", gpu_lock=lock)
     assert [r.status for r in results] == [ProfileStatus.OK] * 3
-    # rows alternate between the naive and the wmma launch of the real export: their tensor-pipe use differs
+    # the first candidate's row is the naive launch of the real export, the others' the wmma one
+    # (their tensor-pipe use differs); the fake prints them in reverse order
     tensor = [r.metrics.get("tensor_pipe_active_pct") for r in results]
-    assert tensor[0] == tensor[2] and tensor[0] != tensor[1]
+    assert tensor[0] != tensor[1] and tensor[1] == tensor[2]
     assert all(r.raw_csv.count("\n") == 3 for r in results)       # names, units, its own row
     assert len(lock.held) == 1 and lock.held[0][1] - lock.held[0][0] >= 0.2
     assert prof.last_batch["jobs"] == 3
+
+
+def test_the_lock_is_taken_only_once_ncu_and_its_child_are_ready(tmp_path, monkeypatch):
+    """ncu and the child's context take 1 s to start here: the lock is held for the profiling
+    (0.2 s), not for the start-up."""
+    monkeypatch.setenv("FAKE_NCU_STARTUP", "1.0")
+    prof = NcuProfiler(ncu=fake_ncu(tmp_path), cache_dir=tmp_path / "cache")
+    lock = RecordingLock()
+    assert all(r.ok for r in prof.profile_batch(jobs(tmp_path, 2), "gpu", gpu_lock=lock))
+    (start, end), = lock.held
+    assert 0.2 <= end - start < 0.8
 
 
 def test_the_gpu_is_not_held_while_ncu_starts(tmp_path, monkeypatch):
@@ -218,9 +232,9 @@ def test_with_prestart_the_next_ncu_is_already_up_when_a_batch_comes(tmp_path, m
     assert spare.proc.poll() == 0 and not spare.dir.exists() and not prof._warm
 
 
-def test_a_process_started_ahead_quits_when_optiml_is_gone(tmp_path):
-    """The real batch child (no GPU here: it cannot open a context and says so) and the wait for
-    jobs: ``quit`` or the parent's pid gone ends it."""
+def test_the_wait_for_jobs_ends_on_quit_or_when_optiml_is_gone(tmp_path):
+    """The batch child's wait for its jobs (the child itself needs a GPU to get there):
+    ``quit``, or optiml's pid gone, ends it; the jobs arriving ends it with True."""
     import os
     import subprocess
 

@@ -10,7 +10,7 @@ from optiml.profiler.ncu import NcuProfiler
 from optiml.profiler.types import ProfileStatus
 from optiml.spec import Launch
 from optiml.verify.harness import Case, HarnessJob, KernelBinary
-from tests.conftest import DATA
+from tests.conftest import DATA, assert_one_sentence_error
 from tests.test_spec import load
 
 
@@ -88,5 +88,4 @@ def test_import_reproduces_fixture_values():
 
 
 def test_import_of_a_missing_file_is_one_sentence(tmp_path):
-    r = CliRunner().invoke(main, ["profile", "--import", str(tmp_path / "nope.csv")])
-    assert r.exit_code == 1 and "file not found" in r.output
+    assert_one_sentence_error(CliRunner().invoke(main, ["profile", "--import", str(tmp_path / "nope.csv")]), "file not found")

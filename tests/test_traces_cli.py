@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from optiml.cli import _Group
 from optiml.traces.cli_commands import COMMANDS
 from optiml.traces.store import TraceStore
+from tests.conftest import assert_one_sentence_error
 from tests.test_traces_report import BOUNDED, make_trajectory
 
 
@@ -68,10 +69,8 @@ def test_export_csv_loads_in_pandas(db, tmp_path):
 
 def test_user_errors_are_one_line(db, tmp_path):
     path, ids = db
-    r = CliRunner().invoke(cli, ["show", "99", "--db", str(path)])
-    assert r.exit_code == 1 and "no run 99" in r.output and "Traceback" not in r.output
-    r = CliRunner().invoke(cli, ["runs", "--db", str(tmp_path / "nope.db")])
-    assert r.exit_code == 1 and "no trace database here" in r.output
+    assert_one_sentence_error(CliRunner().invoke(cli, ["show", "99", "--db", str(path)]), "no run 99")
+    assert_one_sentence_error(CliRunner().invoke(cli, ["runs", "--db", str(tmp_path / "nope.db")]), "no trace database here")
     assert not (tmp_path / "nope.db").exists()
-    r = CliRunner().invoke(cli, ["export", str(ids["run"]), "-o", str(tmp_path / "x.xlsx"), "--db", str(path)])
-    assert r.exit_code == 1 and "--format" in r.output
+    assert_one_sentence_error(CliRunner().invoke(cli, ["export", str(ids["run"]), "-o", str(tmp_path / "x.xlsx"),
+                                                       "--db", str(path)]), "--format")

@@ -86,7 +86,7 @@ def test_real_worker_without_pycuda_reports_it_and_restarts(job):
 # ------------------------------------------------------------------ lending the GPU while on the host
 
 LEND = ('echo host >&"$fd"; echo "host $n" >> "$dir/seen"; sleep 0.4; echo gpu >&"$fd"; read go; '
-        'echo "$go $n" >> "$dir/seen"')
+        'echo "$go $n $(date +%s.%N)" >> "$dir/seen"')
 
 
 def test_the_gpu_is_lent_while_the_job_is_on_the_host(tmp_path, job):
@@ -104,21 +104,23 @@ def test_the_gpu_is_lent_while_the_job_is_on_the_host(tmp_path, job):
     def other():
         time.sleep(0.1)                   # the job has started and holds the lock
         with lock:
-            events.append(("other in", time.monotonic()))
+            events.append(("other in", time.time()))
             time.sleep(0.6)               # longer than the child's host phase
-            events.append(("other out", time.monotonic()))
+            events.append(("other out", time.time()))
 
     with WorkerHarness(python=fake_python(tmp_path, LEND), timeout_s=30) as h:
         t = threading.Thread(target=other)
         with lock:
             t.start()
             r = h.run(job, lend=lock)
-            events.append(("job done", time.monotonic()))
+            events.append(("job done", time.time()))
         t.join()
         seen = (h.dir / "seen").read_text().split("\n")
     assert r.status == "ok"
     assert [e[0] for e in events] == ["other in", "other out", "job done"]
-    assert "go 1" in seen                 # the child was told to go on
+    go = [ln.split() for ln in seen if ln.startswith("go 1 ")]
+    assert go, seen                       # the child was told to go on...
+    assert float(go[0][2]) >= events[1][1] - 0.005   # ...only once the other thread gave the GPU back
     assert lock.held_s > 0
 
 
