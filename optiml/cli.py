@@ -67,12 +67,12 @@ def _arch(arch: str | None) -> str:
     return normalize_arch(arch) if arch else detect_arch()
 
 
-def _require_gpu() -> None:
+def _require_gpu(command: str) -> None:
     import importlib.util
 
     if shutil.which("nvidia-smi") is None:
-        raise UserError("no GPU was found (nvidia-smi is not on PATH); `optiml eval` runs kernels and needs a CUDA GPU "
-                        "(`optiml build` checks compilation without one).")
+        raise UserError(f"no GPU was found (nvidia-smi is not on PATH); `optiml {command}` runs kernels and needs a "
+                        f"CUDA GPU (`optiml build` checks compilation without one).")
     if importlib.util.find_spec("pycuda") is None:
         raise UserError("pycuda is not installed; install the gpu extra: pip install 'optiml-kernels[gpu]'.")
 
@@ -158,7 +158,7 @@ def eval_(kernel: Path, spec_path: Path | None, reference_kernel: Path | None, a
 
     source, spec = _load(kernel, spec_path)
     seed_source = _read_kernel(reference_kernel) if reference_kernel else source
-    _require_gpu()
+    _require_gpu("eval")
     builder = NvccBuilder(_arch(arch))
     evaluator = Evaluator(spec, seed_source, builder, SubprocessHarness(timeout_s=timeout),
                           include_dir=kernel.resolve().parent, seed=seed, device=device,
@@ -259,7 +259,7 @@ def profile(kernel: Path | None, spec_path: Path | None, import_path: Path | Non
     from .verify.harness import SubprocessHarness
 
     source, spec = _load(kernel, spec_path)
-    _require_gpu()
+    _require_gpu("profile")
     profiler = NcuProfiler(timeout_s=timeout, clock_control=clock_control)
     evaluator = Evaluator(spec, source, NvccBuilder(_arch(arch)), SubprocessHarness(), include_dir=kernel.resolve().parent,
                           kernel_name=kernel.name, profiler=profiler)

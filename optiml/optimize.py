@@ -176,7 +176,7 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
         llm_base_url = llm_base_url or config.get("llm_base_url")
         budget = budget if budget is not None else int(run["budget"] or config.get("budget") or 200)
     prop = make_proposer(proposer, llm_model, llm_base_url, llm_timeout)
-    _require_gpu()
+    _require_gpu("optimize")
     devices = parse_gpus(gpus, visible_gpus())
     parallel = parallel or 16 * len(devices)
 
