@@ -68,4 +68,8 @@ def main(kernel: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernel", help="the kernel (.cu) with its spec beside it")
+    main(ap.parse_args().kernel)

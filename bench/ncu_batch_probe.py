@@ -36,6 +36,9 @@ def child(cubin: str, symbol: str, k: int) -> None:
 
 
 def main() -> int:
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print("usage: python3 " + Path(__file__).name + " (no arguments; needs a GPU and ncu)\n" + (__doc__ or ""))
+        return 0
     if sys.argv[1:2] == ["child"]:
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return 0

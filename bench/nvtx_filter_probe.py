@@ -31,6 +31,9 @@ def child(cubin: str) -> None:
 
 
 def main() -> int:
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print("usage: python3 " + Path(__file__).name + " (no arguments; needs a GPU and ncu)\n" + (__doc__ or ""))
+        return 0
     if sys.argv[1:2] == ["child"]:
         child(sys.argv[2])
         return 0
