@@ -249,6 +249,7 @@ class KeyLocks:
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 MAX_HEADERS = 2000
+_warned_truncated: list[bool] = []
 
 
 def _is_file(p: Path) -> bool:
@@ -270,7 +271,10 @@ def included_headers(source: str, include_dirs: list[Path], pre_includes: tuple[
     todo += [('"', n, None) for n in reversed(pre_includes)]
     while todo:
         if len(out) >= MAX_HEADERS:
-            logger.warning("more than {} included files: the build cache key covers the first {} only", MAX_HEADERS, MAX_HEADERS)
+            if not _warned_truncated:       # once a process, not once a build
+                _warned_truncated.append(True)
+                logger.warning("more than {} included files: the build cache key covers the first {} only",
+                               MAX_HEADERS, MAX_HEADERS)
             break
         quote, name, here = todo.pop()
         dirs = ([here] if quote == '"' and here is not None else []) + list(include_dirs)

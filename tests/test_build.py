@@ -188,3 +188,25 @@ def test_arch_names():
     assert normalize_arch("9.0") == "sm_90" and normalize_arch("sm_90a") == "sm_90a" and normalize_arch("80") == "sm_80"
     with pytest.raises(EnvironmentProblem, match="--arch"):
         normalize_arch("hopper")
+
+
+def test_a_huge_include_tree_is_cut_at_the_limit_with_one_warning(tmp_path, monkeypatch):
+    from loguru import logger
+
+    from optiml import build as build_mod
+
+    monkeypatch.setattr(build_mod, "MAX_HEADERS", 5)
+    monkeypatch.setattr(build_mod, "_warned_truncated", [])
+    for i in range(10):
+        (tmp_path / f"h{i}.h").write_text(f'#include "h{i + 1}.h"\n')
+    seen = []
+    sink = logger.add(lambda m: seen.append(str(m)), level="WARNING")
+    logger.enable("optiml")
+    try:
+        for _ in range(3):
+            got = build_mod.included_headers('#include "h0.h"\n', [tmp_path])
+            assert len(got) == 5
+    finally:
+        logger.remove(sink)
+        logger.disable("optiml")
+    assert sum("more than 5 included files" in s for s in seen) == 1
