@@ -259,13 +259,16 @@ def _is_file(p: Path) -> bool:
         return False
 
 
-def included_headers(source: str, include_dirs: list[Path], pre_includes: tuple[str, ...] = ()) -> dict[str, bytes | None]:
+def included_headers(source: str, include_dirs: list[Path], pre_includes: tuple[str, ...] = (),
+                     found_as: dict[str, str] | None = None) -> dict[str, bytes | None]:
     """The files ``source`` includes from ``include_dirs`` (in nvcc's search order), transitively:
     ``{path: contents}``, and ``{"missing:<name>": None}`` for a name found in none of them (a
     system header, or one not written yet: its appearing changes the answer). A header's own
     folder is searched first for its quoted includes; ``pre_includes`` (``-include``) come first.
     Every ``#include`` line counts, even under an ``#if`` (more, never fewer); an include named by
-    a macro is not followed. Toolkit headers are not listed: the nvcc version stands for them."""
+    a macro is not followed. Toolkit headers are not listed: the nvcc version stands for them.
+    ``found_as``, when given, collects ``{path as nvcc names it (links not followed): key in the
+    answer}`` for every lookup, so a header reached through a link can be shipped by that name."""
     out: dict[str, bytes | None] = {}
     todo: list[tuple[str, str, Path | None]] = [(q, n, None) for q, n in _INCLUDE.findall(source)]
     todo += [('"', n, None) for n in reversed(pre_includes)]
@@ -283,6 +286,8 @@ def included_headers(source: str, include_dirs: list[Path], pre_includes: tuple[
             out.setdefault(f"missing:{name}", None)
             continue
         path = str(found.resolve())
+        if found_as is not None:
+            found_as.setdefault(os.path.abspath(found), path)
         if path in out:
             continue
         try:
@@ -324,12 +329,13 @@ def _include_dirs(flags: tuple[str, ...], include_dir: Path | None) -> list[Path
     return [d for d in dirs if d.is_absolute()]
 
 
-def header_dependencies(source: str, flags: tuple[str, ...], include_dir: Path | None) -> dict[str, bytes | None]:
+def header_dependencies(source: str, flags: tuple[str, ...], include_dir: Path | None,
+                        found_as: dict[str, str] | None = None) -> dict[str, bytes | None]:
     """What a build of ``source`` with ``flags`` and ``include_dir`` reads besides the toolkit
     (:func:`included_headers` over nvcc's include folders and ``-include`` files)."""
     flags = tuple(flags)
     return included_headers(source, _include_dirs(flags, include_dir),
-                            tuple(_flag_values(flags, ("-include", "--pre-include"))))
+                            tuple(_flag_values(flags, ("-include", "--pre-include"))), found_as)
 
 
 class NvccBuilder:
@@ -343,6 +349,7 @@ class NvccBuilder:
         self._locks = KeyLocks()     # one build of a key at a time (builds run in threads)
 
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
+        include_dir = Path(include_dir).absolute() if include_dir is not None else None
         return build_key(source, flags, self.arch, nvcc_version(), include_dir,
                          header_dependencies(source, flags, include_dir))
 
@@ -350,6 +357,7 @@ class NvccBuilder:
               name: str = "kernel.cu") -> BuildResult:
         """Compile ``source``; ``name`` is the file name compiler messages will show."""
         flags = tuple(flags)
+        include_dir = Path(include_dir).absolute() if include_dir is not None else None   # nvcc runs in the cache entry
         key = self.key(source, flags, include_dir)
         with self._locks(key):
             return self._build(key, source, flags, include_dir, name)

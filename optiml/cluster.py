@@ -168,24 +168,33 @@ class DaskBuilder(_OnCluster):
                                      f"install the same version on both.")
         return nvcc
 
+    def _inputs(self, source: str, flags: tuple[str, ...], include_dir: Path | None):
+        """(include folder made absolute, headers to ship, every header included): one scan, so the
+        key and the shipped bytes come from the same reads."""
+        include_dir = Path(include_dir).absolute() if include_dir is not None else None
+        found_as: dict[str, str] = {}
+        deps = header_dependencies(source, flags, include_dir, found_as)
+        headers = _headers(include_dir, deps, found_as) if include_dir is not None else None
+        return include_dir, headers, deps
+
     def key(self, source: str, flags: tuple[str, ...], include_dir: Path | None = None) -> str:
         flags = tuple(flags)
-        headers = _headers(source, flags, include_dir) if include_dir is not None else None
-        return self._key(source, flags, include_dir, headers, self.nvcc_version)
+        include_dir, headers, deps = self._inputs(source, flags, include_dir)
+        return self._key(source, flags, include_dir, headers, deps, self.nvcc_version)
 
-    def _key(self, source, flags, include_dir, headers, nvcc) -> str:
+    def _key(self, source, flags, include_dir, headers, deps, nvcc) -> str:
         # what is shipped, and what the source includes from anywhere (an -I folder outside the
         # include folder is not shipped, but an edit there must not bring back an old cubin)
         seen = {f"shipped:{n}": d for n, d in (headers or {}).items()}
-        seen.update(header_dependencies(source, flags, include_dir))
+        seen.update(deps)
         return build_key(source, flags, self.arch, nvcc, include_dir, seen)
 
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
               name: str = "kernel.cu") -> BuildResult:
         """Compile ``source`` on a worker (or find it in the local cache); blocking, thread-safe."""
         flags = tuple(flags)
-        headers = _headers(source, flags, include_dir) if include_dir is not None else None
-        key = self._key(source, flags, include_dir, headers, self.nvcc_version)
+        include_dir, headers, deps = self._inputs(source, flags, include_dir)
+        key = self._key(source, flags, include_dir, headers, deps, self.nvcc_version)
         entry = self.cache_dir / key
         with self._locks(key):   # one build of a key at a time; the others then find it in the cache
             hit = read_cached(entry)
@@ -193,9 +202,9 @@ class DaskBuilder(_OnCluster):
                 return hit
             with self._count:
                 self.submitted += 1
-            return self._build_remote(source, flags, include_dir, headers, name, key)
+            return self._build_remote(source, flags, include_dir, headers, deps, name, key)
 
-    def _build_remote(self, source, flags, include_dir, headers, name, key) -> BuildResult:
+    def _build_remote(self, source, flags, include_dir, headers, deps, name, key) -> BuildResult:
         t0 = time.perf_counter()
         try:
             value = self._call("the build", _remote_build, self.arch, self.timeout_s, source, flags, name, headers)
@@ -205,7 +214,7 @@ class DaskBuilder(_OnCluster):
                                wall_s=time.perf_counter() - t0, log=f"error: {e}.")
         wall = time.perf_counter() - t0
         if value["nvcc_version"] != self.nvcc_version:   # a worker with another nvcc: its own key
-            key = self._key(source, flags, include_dir, headers, value["nvcc_version"])
+            key = self._key(source, flags, include_dir, headers, deps, value["nvcc_version"])
         entry = self.cache_dir / key
         moved = [(value["build_dir"], str(entry))]
         if include_dir is not None:
@@ -232,22 +241,24 @@ class DaskBuilder(_OnCluster):
         return result
 
 
-def _headers(source: str, flags: tuple[str, ...], include_dir: Path) -> dict[str, bytes]:
+def _headers(include_dir: Path, deps: dict[str, bytes | None], found_as: dict[str, str]) -> dict[str, bytes]:
     """The headers shipped with a build, by their path relative to ``include_dir``: those
-    directly in it, and those the source includes from its subfolders (``#include "sub/x.h"``,
-    transitively)."""
+    directly in it, and those the source includes from its subfolders, transitively, under the
+    names nvcc looks them up by (a link's name, with the contents it points to; the contents from
+    the same read as the key, ``deps``)."""
     d = Path(include_dir)
     if not d.is_dir():
         return {}
-    root = d.resolve()
+    base = Path(os.path.abspath(d))
     out, total = {}, 0
 
-    def add(p: Path, rel: str) -> None:
+    def add(rel: str, data: bytes | None, p: Path) -> None:
         nonlocal total
-        try:
-            data = p.read_bytes()
-        except OSError as e:
-            raise UserError(f"{p}: cannot read the header to send it to the dask workers ({e.strerror or e}).") from None
+        if data is None:
+            try:
+                data = p.read_bytes()
+            except OSError as e:
+                raise UserError(f"{p}: cannot read the header to send it to the dask workers ({e.strerror or e}).") from None
         total += len(data)
         if total > HEADER_LIMIT:
             raise UserError(f"{d}: its headers are more than {HEADER_LIMIT >> 20} MiB to send to the dask "
@@ -256,13 +267,13 @@ def _headers(source: str, flags: tuple[str, ...], include_dir: Path) -> dict[str
 
     for p in sorted(d.iterdir()):
         if p.suffix.lower() in HEADER_SUFFIXES and p.is_file():
-            add(p, p.name)
-    for path, data in header_dependencies(source, flags, include_dir).items():
-        if data is None or path.startswith("missing:"):
-            continue
-        rel = Path(path).relative_to(root) if Path(path).is_relative_to(root) else None
-        if rel is not None and str(rel) not in out:
-            add(Path(path), rel.as_posix())
+            add(p.name, None, p)
+    for looked_up, resolved in found_as.items():
+        lp = Path(looked_up)
+        if lp.is_relative_to(base) and lp != base:
+            rel = lp.relative_to(base).as_posix()
+            if rel not in out:
+                add(rel, deps.get(resolved), lp)
     return out
 
 
@@ -361,7 +372,7 @@ def _remote_build(arch: str, timeout_s: float, source: str, flags: tuple[str, ..
             include.mkdir()
             for hname, data in headers.items():
                 rel = PurePosixPath(hname)
-                if rel.is_absolute() or ".." in rel.parts:
+                if rel.is_absolute() or ".." in rel.parts or not rel.parts:
                     raise ValueError(f"a shipped header must stay in its folder: {hname!r}")
                 (include / rel).parent.mkdir(parents=True, exist_ok=True)
                 (include / rel).write_bytes(data)

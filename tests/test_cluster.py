@@ -137,6 +137,31 @@ def test_headers_in_subfolders_travel_and_an_edit_there_builds_again(builder, tm
     assert Path(again.cubin_path).read_bytes() != Path(first.cubin_path).read_bytes()
 
 
+def test_headers_behind_a_link_travel_by_the_name_nvcc_uses(builder, tmp_path):
+    """The kernel's folder links to a library folder elsewhere: the header is shipped as
+    lib/scale.cuh (its contents from the target), so the worker finds it."""
+    (tmp_path / "elsewhere" / "lib").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "lib" / "scale.cuh").write_text(HEADER)
+    inc = tmp_path / "kernel-dir"
+    inc.mkdir()
+    (inc / "lib").symlink_to(tmp_path / "elsewhere" / "lib")
+    result = builder.build(USES_HEADER.replace('"scale.cuh"', '"lib/scale.cuh"'), ("-O3",), include_dir=inc)
+    assert result.ok, result.log
+
+
+def test_a_header_in_an_i_folder_elsewhere_is_keyed_though_not_shipped(builder, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "scale.cuh").write_text(HEADER)
+    inc = tmp_path / "kernel-dir"
+    inc.mkdir()
+    flags = ("-O3", f"-I{other}")
+    first = builder.key(USES_HEADER, flags, include_dir=inc)
+    assert builder.key(USES_HEADER, flags, include_dir=inc) == first
+    (other / "scale.cuh").write_text(HEADER.replace("3.0f", "4.0f"))
+    assert builder.key(USES_HEADER, flags, include_dir=inc) != first
+
+
 def test_an_error_in_a_header_names_the_header_here_not_on_the_worker(builder, tmp_path):
     inc = tmp_path / "kernel-dir"
     inc.mkdir()
