@@ -6,6 +6,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+from loguru import logger
+
 
 def run_with_timeout(cmd: list[str], timeout_s: float, *, cwd: Path | None = None,
                      env: dict | None = None) -> tuple[int | None, str]:
@@ -22,6 +24,19 @@ def run_with_timeout(cmd: list[str], timeout_s: float, *, cwd: Path | None = Non
             pass
         out, _ = proc.communicate()
         return None, out or ""
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s whole process group (it was started with ``start_new_session``) and
+    reap it; a group that is already gone is fine."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        logger.warning("process {} did not exit after SIGKILL", proc.pid)
 
 
 def child_env(base: dict | None = None) -> dict:

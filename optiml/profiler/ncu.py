@@ -16,7 +16,6 @@ import os
 import pickle
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from ..procs import child_env, run_with_timeout
+from ..procs import child_env, kill_group, run_with_timeout
 
 from .metrics import cached_query_metrics, filter_known, ncu_metric_names
 from .model import extract_metrics
@@ -287,10 +286,7 @@ class _Warm:
         self.dir = Path(tmp.name)
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        kill_group(self.proc)
 
     def close(self) -> None:
         """Done with: a process still waiting for jobs is told to quit, then killed if it lingers."""

@@ -8,7 +8,6 @@ timeout (the parent killed it), with the child's last stage and output, and goes
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from typing import Protocol
 
 from loguru import logger
 
-from ..procs import child_env
+from ..procs import child_env, kill_group
 from ..spec import Launch, TaskSpec
 from .compare import CaseCheck, OutputCheck
 
@@ -162,7 +161,7 @@ class SubprocessHarness:
                     elif _size(log_path) > self.log_limit:
                         flooded = True
                     if timed_out or flooded:
-                        _kill_group(proc)
+                        kill_group(proc)
                         break
             wall = time.perf_counter() - t0
             stage = _read(d / "stage.txt").strip()
@@ -195,17 +194,6 @@ def child_result(outcome: str, result_file: Path | None, stage: str, timeout_s: 
     sig = f" (signal {signal.Signals(-returncode).name})" if returncode is not None and returncode < 0 else ""
     return HarnessResult("runtime_error", f"the GPU child exited with code {returncode}{sig} without a result"
                          f"{' during ' + stage if stage else ''}")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        logger.warning("GPU child {} did not exit after SIGKILL", proc.pid)
 
 
 def _size(p: Path) -> int:

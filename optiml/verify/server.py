@@ -27,10 +27,10 @@ from pathlib import Path
 
 from loguru import logger
 
-from ..procs import child_env
+from ..procs import child_env, kill_group
 
 LOG_KEEP = 1 << 20        # the log is emptied before a job once it holds more than this
-from .harness import (DEFAULT_TIMEOUT_S, LOG_LIMIT, POLL_S, HarnessJob, HarnessResult, _kill_group, _read, _size,
+from .harness import (DEFAULT_TIMEOUT_S, LOG_LIMIT, POLL_S, HarnessJob, HarnessResult, _read, _size,
                       _tail, child_result)
 
 
@@ -77,7 +77,7 @@ class WorkerHarness:
     def _close_child(self) -> None:
         if self._proc is not None:
             if self._proc.poll() is None:
-                _kill_group(self._proc)
+                kill_group(self._proc)
             for f in (self._proc.stdin,):
                 try:
                     f.close()
@@ -160,12 +160,12 @@ class WorkerHarness:
             lending.take()
         stage = _read(self.dir / "stage.txt").strip()
         if answer in ("timeout", "flooded"):
-            _kill_group(self._proc)
+            kill_group(self._proc)
         elif answer in ("died", "exit"):
             try:
                 self._proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                _kill_group(self._proc)
+                kill_group(self._proc)
         result_file = self.dir / f"result-{n}.json"
         result = child_result(answer if answer in ("timeout", "flooded") else "done",
                               None if answer == "died" else result_file, stage, self.timeout_s,
