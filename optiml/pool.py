@@ -294,23 +294,19 @@ class EvaluationPool:
                 batches.submit(self._guard, self._profile_stage, batch, dev, off_gpu)
                 off_gpu.wait()
 
-    def _profile_stage(self, batch: list[_Item], dev: _Device, off_gpu: threading.Event | None = None) -> None:
+    def _profile_stage(self, batch: list[_Item], dev: _Device, off_gpu: threading.Event) -> None:
+        """Profile ``batch`` on ``dev``; ``off_gpu`` is set once its launches are off the GPU (or it failed)."""
         from .profiler.types import ProfileStatus
-
-        if off_gpu is not None and not batch:
-            off_gpu.set()
 
         now = time.perf_counter()
         for item in batch:
             item.ev.stage_s["profile_queue"] = now - item.queued_at
         jobs = [replace(item.job, device=dev.index) for item in batch]
         try:
-            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=dev.lock,
-                                                  on_gpu_done=off_gpu.set if off_gpu is not None else None,
+            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=dev.lock, on_gpu_done=off_gpu.set,
                                                   prestart=not self._closed)
         finally:
-            if off_gpu is not None:
-                off_gpu.set()
+            off_gpu.set()
         dev.batches.append(len(batch))
         for item, job, prof in zip(batch, jobs, results):
             if len(batch) > 1 and prof.status is ProfileStatus.REPLAY_FAILED:
