@@ -181,7 +181,6 @@ class WorkerHarness:
         return result
 
 
-
 class _Lending:
     """The caller's lock, lent while the child is on the host: :meth:`give` releases it,
     :meth:`take` holds it again and says how long that took (nothing when it was not lent)."""
