@@ -170,6 +170,12 @@ def _new_case(gpu: Gpu, spec: TaskSpec, sizes: dict, seed: int, constants: dict)
     return DeviceCase(gpu, spec, make_case(spec, sizes, seed, constants), seed)
 
 
+def timing_seed(job) -> int:
+    """The seed timing's input sets count up from (set 0 may instead reuse the verified case at
+    the timing size), and the seed of the profiled launch's inputs."""
+    return (job.cases[0].seed if job.cases else 0) + 7919
+
+
 def _free(gpu: Gpu, thing) -> None:
     try:
         thing.free()

@@ -9,7 +9,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .gpu import Gpu, KernelFault, Stage, _launch, _new_case, _open_gpu
+from .gpu import Gpu, KernelFault, Stage, _launch, _new_case, _open_gpu, timing_seed
 from .harness import HarnessJob
 
 
@@ -20,7 +20,7 @@ def profile_once(gpu: Gpu, job: HarnessJob, stage: Stage, outer: str | None = No
 
     spec = job.spec
     _, fn = gpu.load(job.candidate, spec)
-    base_seed = (job.cases[0].seed if job.cases else 0) + 7919
+    base_seed = timing_seed(job)
     dc = _new_case(gpu, spec, spec.timing_sizes, base_seed, job.candidate.constants)
     launch = job.candidate.launches[0]
     stage("profiling: warm-up launch")

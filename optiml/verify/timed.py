@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import time
 
-from .gpu import Gpu, KernelFault, Stage, _copy_on_device, _free, _launch, _new_case
+from .gpu import Gpu, KernelFault, Stage, _copy_on_device, _free, _launch, _new_case, timing_seed
 from .harness import HarnessJob, KernelBinary, TimingResult
 from .timing import median_ci_rel, timing_stats
 
@@ -24,7 +24,7 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
     tcfg = spec.timing
     sizes = spec.timing_sizes
     kernels = [(gpu.load(kb, spec)[1], kb.launches[0]) for kb in binaries]
-    base_seed = (job.cases[0].seed if job.cases else 0) + 7919
+    base_seed = timing_seed(job)
     stage(f"timing: preparing input sets at sizes {sizes}")
     sets = [_new_case(gpu, spec, sizes, base_seed if seed0 is None else seed0, job.candidate.constants)]
     set_bytes = sum(sets[0].nbytes(n) for n in sets[0].bufs)
