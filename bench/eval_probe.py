@@ -46,21 +46,20 @@ def phases(name: str, reps: int) -> None:
 
     spec, ev, kb, e = setup(name)
     h = WorkerHarness(0)
-    if True:
-        try:
-            for label, sp in (("spec", spec), ("precision 0", dataclasses.replace(
-                    spec, timing=dataclasses.replace(spec.timing, precision=0.0)))):
-                for i in range(reps):
-                    job = dataclasses.replace(ev.job(kb, e), spec=sp)
-                    t0 = time.perf_counter()
-                    hr = h.run(job)
-                    t = hr.timing
-                    print(f"{name} [{label}] job {i}: {hr.status} wall {time.perf_counter() - t0:.3f} s phases "
-                          + json.dumps({k: round(v, 3) for k, v in hr.phases.items()})
-                          + (f" median {t.median_ms:.4f} ms reps {t.reps} ci +-{100 * (t.median_ci_rel or 0):.2f} %"
-                             if t else ""), flush=True)
-        finally:
-            h.close()
+    try:
+        for label, sp in (("spec", spec), ("precision 0", dataclasses.replace(
+                spec, timing=dataclasses.replace(spec.timing, precision=0.0)))):
+            for i in range(reps):
+                job = dataclasses.replace(ev.job(kb, e), spec=sp)
+                t0 = time.perf_counter()
+                hr = h.run(job)
+                t = hr.timing
+                print(f"{name} [{label}] job {i}: {hr.status} wall {time.perf_counter() - t0:.3f} s phases "
+                      + json.dumps({k: round(v, 3) for k, v in hr.phases.items()})
+                      + (f" median {t.median_ms:.4f} ms reps {t.reps} ci +-{100 * (t.median_ci_rel or 0):.2f} %"
+                         if t else ""), flush=True)
+    finally:
+        h.close()
 
 
 GROUPS = {
@@ -74,7 +73,7 @@ GROUPS = {
     "single-pass": lambda m: [x for x in m if x not in MULTI_PASS and "issue_stalled" not in x],
     "single-pass + stalls": lambda m: [x for x in m if x not in MULTI_PASS],
 }
-# Each of these alone took 3-9 passes on an H200 (bench/ncu_two_gpus.sh --each-metric); every
+# Each of these alone took 3-9 passes on an H200 (`--each-metric` below); every
 # other catalogue metric alone takes one.
 MULTI_PASS = ("lts__throughput.avg.pct_of_peak_sustained_elapsed", "l1tex__throughput.avg.pct_of_peak_sustained_active",
               "sm__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct",
@@ -140,8 +139,9 @@ def main() -> int:
     ap.add_argument("--caches", help="comma-separated --cache-control values")
     ap.add_argument("--each-metric", action="store_true", help="one ncu per requested metric")
     a = ap.parse_args()
-    name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-                          capture_output=True, text=True).stdout.strip()
+    from optiml.optimize import visible_gpus
+
+    name = dict(visible_gpus()).get(a.device, "")
     for ex in a.example or ["transpose_naive", "reduce_sum"]:
         if not a.skip_phases:
             phases(ex, a.reps)
