@@ -30,13 +30,13 @@ sys.path.insert(0, str(ROOT))
 
 def setup(name: str):
     from optiml.build import NvccBuilder, detect_arch
-    from optiml.pipeline import Candidate, Evaluator
+    from optiml.runner import Candidate, Preparer
     from optiml.spec import find_spec, load_spec
 
     kernel = ROOT / "examples" / name / f"{name}.cu"
     source = kernel.read_text()
     spec = load_spec(find_spec(kernel), kernel, kernel_source=source)
-    ev = Evaluator(spec, source, NvccBuilder(os.environ.get("OPTIML_ARCH") or detect_arch()), None, include_dir=kernel.parent, kernel_name=kernel.name)
+    ev = Preparer(spec, source, NvccBuilder(os.environ.get("OPTIML_ARCH") or detect_arch()), include_dir=kernel.parent, kernel_name=kernel.name)
     kb, e = ev.build(Candidate(source, name=kernel.name))
     return spec, ev, kb, e
 

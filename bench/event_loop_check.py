@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optiml.build import NvccBuilder, detect_arch  # noqa: E402
-from optiml.pipeline import Candidate, Evaluator  # noqa: E402
+from optiml.runner import Candidate, Runner  # noqa: E402
 from optiml.source import parse_source  # noqa: E402
 from optiml.spec import find_spec, load_spec  # noqa: E402
 from optiml.verify.harness import SubprocessHarness  # noqa: E402
@@ -59,7 +59,7 @@ def main(kernel: str) -> None:
     spec = load_spec(find_spec(kpath), kpath, kernel_source=src)
     builder = NvccBuilder(detect_arch())
     hand = hand_loop(spec, src, builder)
-    ev = Evaluator(spec, src, builder, SubprocessHarness(), include_dir=kpath.parent).evaluate(Candidate(src, name=kpath.name))
+    ev = Runner.sequential(spec, src, builder, SubprocessHarness(), include_dir=kpath.parent).evaluate(Candidate(src, name=kpath.name))
     assert ev.ok, (ev.status, ev.message)
     print(f"hand-written event loop median: {hand:.4f} ms")
     print(f"optiml eval median:             {ev.median_ms:.4f} ms  (IQR {100 * ev.harness.timing.spread:.2f}%, "

@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "optiml-worker.prof")
     args = ap.parse_args(argv)
     from optiml.build import NvccBuilder, detect_arch
-    from optiml.pipeline import Candidate, Evaluator
+    from optiml.runner import Candidate, Runner
     from optiml.spec import find_spec, load_spec
     from optiml.verify.harness import SubprocessHarness
 
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
         src = args.kernel.read_text()
         spec = load_spec(find_spec(args.kernel), args.kernel, kernel_source=src)
-        ev = Evaluator(spec, src, NvccBuilder(detect_arch(), cache_dir=Path(tmp) / "c"),
+        ev = Runner.sequential(spec, src, NvccBuilder(detect_arch(), cache_dir=Path(tmp) / "c"),
                        SubprocessHarness(python=str(wrapper)), include_dir=args.kernel.parent)
         r = ev.evaluate(Candidate(src))
         print(f"{args.kernel.name}: {r.status} {r.median_ms} ms; stages {r.stage_s}")

@@ -153,14 +153,14 @@ def eval_(kernel: Path, spec_path: Path | None, reference_kernel: Path | None, a
           seed: int | None, timeout: float, no_time: bool, as_json: bool) -> None:
     """Build KERNEL, verify it against the reference and time it on the GPU."""
     from .build import NvccBuilder
-    from .pipeline import Candidate, Evaluator
+    from .runner import Candidate, Runner
     from .verify.harness import SubprocessHarness
 
     source, spec = _load(kernel, spec_path)
     seed_source = _read_kernel(reference_kernel) if reference_kernel else source
     _require_gpu("eval")
     builder = NvccBuilder(_arch(arch))
-    evaluator = Evaluator(spec, seed_source, builder, SubprocessHarness(timeout_s=timeout),
+    evaluator = Runner.sequential(spec, seed_source, builder, SubprocessHarness(timeout_s=timeout),
                           include_dir=kernel.resolve().parent, seed=seed, device=device,
                           kernel_name=(reference_kernel or kernel).name)
     ev = evaluator.evaluate(Candidate(source, name=kernel.name), time_it=not no_time)
@@ -254,14 +254,14 @@ def profile(kernel: Path | None, spec_path: Path | None, import_path: Path | Non
         raise UserError("give a KERNEL to profile, or --import FILE to read an existing ncu export.")
 
     from .build import NvccBuilder
-    from .pipeline import Candidate, Evaluator
+    from .runner import Candidate, Runner
     from .profiler.ncu import NcuProfiler
     from .verify.harness import SubprocessHarness
 
     source, spec = _load(kernel, spec_path)
     _require_gpu("profile")
     profiler = NcuProfiler(timeout_s=timeout, clock_control=clock_control)
-    evaluator = Evaluator(spec, source, NvccBuilder(_arch(arch)), SubprocessHarness(), include_dir=kernel.resolve().parent,
+    evaluator = Runner.sequential(spec, source, NvccBuilder(_arch(arch)), SubprocessHarness(), include_dir=kernel.resolve().parent,
                           kernel_name=kernel.name, profiler=profiler)
     ev = evaluator.evaluate(Candidate(source, name=kernel.name))
     if as_json:

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from optiml.build import NvccBuilder
 from optiml.cli import main
 from optiml.verify.harness import HarnessResult
+from tests.fakes import FakeHarness
 from tests.conftest import assert_one_sentence_error
 from tests.data.adversarial import cases as adv
 from tests.test_spec import KERNEL, SPEC, write
@@ -36,14 +37,14 @@ SM90_REGISTERS_PER_BLOCK = 65536
 SM90_MAX_SHARED_PER_BLOCK = 227 * 1024
 
 
-class FakeHarnessThatMustNotRun:
+class FakeHarnessThatMustNotRun(FakeHarness):
     """A harness for cases that must be stopped before the GPU: reaching it fails the test."""
 
     def run(self, job):
         pytest.fail(f"{job.candidate.cubin_path} reached the GPU harness; it should have been stopped at the build")
 
 
-class RecordingFakeHarness:
+class RecordingFakeHarness(FakeHarness):
     """Records the jobs that reach it and answers 'ok' without a GPU."""
 
     def __init__(self):
@@ -206,7 +207,7 @@ def test_memorized_table_is_right_for_its_one_input_only():
 
 
 def test_every_case_kernel_and_spec_exist_and_statuses_are_known():
-    from optiml.pipeline import STATUSES
+    from optiml.status import EVALUATION_STATUSES as STATUSES
 
     names = [c.name for c in adv.CASES]
     assert len(names) == len(set(names))

@@ -19,7 +19,7 @@ def run(*args, env=None):
 
 
 def test_import_and_help_need_no_gpu_libraries():
-    code = ("import sys, optiml, optiml.cli, optiml.pipeline, optiml.verify.harness, optiml.profiler; "
+    code = ("import sys, optiml, optiml.cli, optiml.runner, optiml.verify.harness, optiml.profiler; "
             "heavy = [m for m in ('pycuda', 'openai', 'pandas') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -329,11 +329,11 @@ def test_an_unreachable_scheduler_is_an_environment_problem():
 @pytest.mark.gpu
 def test_gpu_the_pipeline_verifies_and_times_on_the_cluster(client, tmp_path):
     from optiml.build import detect_arch
-    from optiml.pipeline import Candidate, Evaluator
+    from optiml.runner import Candidate, Runner
 
     seed = REDUCE.read_text()
     spec = load_spec(find_spec(REDUCE), REDUCE, kernel_source=seed)
-    ev = Evaluator(spec, seed, DaskBuilder(client, detect_arch(), cache_dir=tmp_path), DaskHarness(client, timeout_s=120),
+    ev = Runner.sequential(spec, seed, DaskBuilder(client, detect_arch(), cache_dir=tmp_path), DaskHarness(client, timeout_s=120),
                    include_dir=REDUCE.parent)
     result = ev.evaluate(Candidate(seed, name=REDUCE.name))
     assert result.status == "ok", result.message

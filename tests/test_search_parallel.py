@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from optiml.edits.types import NodeView, Proposal
-from optiml.pipeline import Evaluation
+from optiml.runner import Evaluation
 from optiml.search import MCTS, RecordingObserver, SearchConfig
 from optiml.search.mcts import is_async
 from optiml.search.run import PipelineEvaluator, StoreObserver, resume_search

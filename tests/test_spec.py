@@ -209,7 +209,8 @@ def test_one_verification_trial_is_rejected_and_says_why(tmp_path):
 def test_launch_beyond_cuda_limits_is_a_launch_error(tmp_path):
     """A candidate's launch comment beyond CUDA's grid or block limits: resolve_launch raises a
     SpecError, which the pipeline records as launch_config_error before building anything."""
-    from optiml.pipeline import Candidate, Evaluator
+    from optiml.runner import Candidate, Runner
+    from tests.fakes import FakeHarness
 
     spec = load(tmp_path)
     for table, message in [('{grid = ["cdiv(N, BLOCK)", 65536]}', "CUDA allows at most 65535 in grid dimension y"),
@@ -220,11 +221,11 @@ def test_launch_beyond_cuda_limits_is_a_launch_error(tmp_path):
         with pytest.raises(SpecError, match=rf"kernel source line 1 \(// optiml:launch\)\..*{message}"):
             spec.resolve_launch({"N": 1000}, parse_source(variant))
 
-        class Untouched:
+        class Untouched(FakeHarness):
             def build(self, *a, **k):
                 raise AssertionError("a launch error must stop the candidate before the build")
             run = build
-        r = Evaluator(spec, KERNEL, Untouched(), Untouched()).evaluate(Candidate(variant))
+        r = Runner.sequential(spec, KERNEL, Untouched(), Untouched()).evaluate(Candidate(variant))
         assert r.status == "launch_config_error" and message in r.message, (r.status, r.message)
     edge = '// optiml:launch {grid = [2147483647, 65535, 65535], block = [1, 1, 64]}\n' + KERNEL
     launch = spec.resolve_launch({"N": 1000}, parse_source(edge))

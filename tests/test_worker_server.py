@@ -96,7 +96,7 @@ def test_the_gpu_is_lent_while_the_job_is_on_the_host(tmp_path, job):
     import threading
     import time
 
-    from optiml.pool import FairLock
+    from optiml.runner import FairLock
 
     lock = FairLock()
     events = []
@@ -134,7 +134,7 @@ def test_without_a_lock_the_child_is_told_to_go_on_at_once(tmp_path, job):
 def test_a_job_that_fails_while_lent_returns_with_the_lock_held_again(tmp_path, job, after_host, status):
     import threading
 
-    from optiml.pool import FairLock
+    from optiml.runner import FairLock
 
     lock = FairLock()
     py = fake_python(tmp_path, f'if [ "$n" = 1 ]; then echo host >&"$fd"; {after_host}; fi')

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 MetricValue = float | str | None
 """A value in a metrics dict: a number, a label (e.g. the occupancy limiters) or missing."""
@@ -68,3 +69,16 @@ class ProfileResult:
             wall_s=wall_s,
             dropped_metrics=list(dropped_metrics or []),
         )
+
+
+class Profiler(Protocol):
+    """Profiles verified candidates' GPU jobs (:class:`optiml.verify.harness.HarnessJob`)."""
+
+    def profile_batch(self, jobs: list, device_name: str = "", gpu_lock=None, on_gpu_done=None,
+                      prestart: bool = False) -> list[ProfileResult]:
+        """One result per job, in order. ``gpu_lock`` is held while the candidates run under the
+        profiler, ``on_gpu_done`` called once they are off the GPU; with ``prestart`` the next
+        batch's process may start ahead."""
+
+    def close(self) -> None:
+        """Stop any process started ahead."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from optiml.build import NvccBuilder, detect_arch
-from optiml.pipeline import Candidate, Evaluator
+from optiml.runner import Candidate, Runner
 from optiml.spec import find_spec, load_spec
 from optiml.verify.harness import SubprocessHarness
 from tests.conftest import DATA, EXAMPLES, ROOT
@@ -28,7 +28,7 @@ def builder(tmp_path_factory):
 def evaluate(builder, kernel: Path, source: str | None = None, timeout_s: float = 120, time_it: bool = True, **kw):
     seed_src = kernel.read_text()
     spec = load_spec(find_spec(kernel), kernel, kernel_source=seed_src)
-    ev = Evaluator(spec, seed_src, builder, SubprocessHarness(timeout_s=timeout_s), include_dir=kernel.parent, **kw)
+    ev = Runner.sequential(spec, seed_src, builder, SubprocessHarness(timeout_s=timeout_s), include_dir=kernel.parent, **kw)
     return ev.evaluate(Candidate(source or seed_src, name=kernel.name), time_it=time_it)
 
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from optiml.build import NvccBuilder, detect_arch
-from optiml.pipeline import Candidate, Evaluator
+from optiml.runner import Candidate, Runner
 from optiml.spec import find_spec, load_spec
 from optiml.traces.store import TraceStore
 from optiml.verify.harness import SubprocessHarness
@@ -36,7 +36,7 @@ def test_interleaved_timing_of_a_candidate_against_the_seed(tmp_path):
     padded = src.replace("    __shared__ float Bs[TILE][TILE];", "    __shared__ float Bs[TILE][TILE + 1];")
     assert padded != src
     spec = load_spec(find_spec(TILED), TILED, kernel_source=src)
-    ev = Evaluator(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path), SubprocessHarness(),
+    ev = Runner.sequential(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path), SubprocessHarness(),
                    include_dir=TILED.parent)
     r = ev.evaluate(Candidate(padded), baseline=Candidate(src))
     assert r.status == "ok", r.message

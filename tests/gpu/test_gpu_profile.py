@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from optiml.build import NvccBuilder, detect_arch
-from optiml.pipeline import Candidate, Evaluator
+from optiml.runner import Candidate, Runner
 from optiml.profiler.ncu import NcuProfiler
 from optiml.spec import find_spec, load_spec
 from optiml.verify.harness import SubprocessHarness
@@ -19,7 +19,7 @@ def profiled(name, tmp_path):
     kernel = EXAMPLES / name / f"{name}.cu"
     src = kernel.read_text()
     spec = load_spec(find_spec(kernel), kernel, kernel_source=src)
-    ev = Evaluator(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path / "c"), SubprocessHarness(),
+    ev = Runner.sequential(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path / "c"), SubprocessHarness(),
                    profiler=NcuProfiler(cache_dir=tmp_path / "q"))
     return ev.evaluate(Candidate(src, name=kernel.name))
 

@@ -19,7 +19,7 @@ GOOD = KERNELS / "vadd_ok.cu"          # evaluated after every bad case: the sea
 class AdversarialCase:
     name: str
     kernel: Path
-    expected: str                      # the pipeline status (optiml.pipeline.STATUSES)
+    expected: str                      # the pipeline status (optiml.status.EVALUATION_STATUSES)
     gpu: bool                          # needs a GPU to reach its verdict
     what: str
     check: str | None = None           # for wrong_output: the failed check (verify.compare.CHECK_ORDER)
@@ -83,12 +83,12 @@ def load(kernel: Path):
 
 
 def evaluate(kernel: Path, builder, harness, *, time_it: bool = False):
-    """Evaluate a kernel as its own seed through optiml.pipeline.Evaluator (as test_gpu_eval.py's
+    """Evaluate a kernel as its own seed through optiml.runner.Runner.sequential (as test_gpu_eval.py's
     ``evaluate``): the builder and harness are the caller's, so they can be real or fakes."""
-    from optiml.pipeline import Candidate, Evaluator
+    from optiml.runner import Candidate, Runner
 
     source, spec = load(kernel)
-    ev = Evaluator(spec, source, builder, harness, include_dir=kernel.parent, kernel_name=kernel.name)
+    ev = Runner.sequential(spec, source, builder, harness, include_dir=kernel.parent, kernel_name=kernel.name)
     return ev.evaluate(Candidate(source, name=kernel.name), time_it=time_it)
 
 

@@ -1,15 +1,18 @@
-"""EvaluationPool: the pipeline's stages run concurrently (real nvcc builds; fake harnesses and
+"""The Runner: a candidate's stages run concurrently (real nvcc builds; fake harnesses and
 a fake batch profiler stand in for the GPU and ncu, and record what they were given and when)."""
+import collections
 import threading
 import time
 
 import pytest
 
 from optiml.build import NvccBuilder
-from optiml.pipeline import Candidate, Evaluator
-from optiml.pool import EvaluationPool, FairLock
+from optiml.runner import Candidate, FairLock, Preparer, Runner, standard_stages
+from optiml.runner.runner import BATCH_WAIT_S
+from optiml.runner.stages import Item
 from optiml.profiler.types import ProfileResult, ProfileStatus
 from optiml.verify.harness import HarnessResult, TimingResult
+from tests.fakes import FakeHarness
 from tests.test_spec import KERNEL, load
 
 BLOCKS = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320)
@@ -38,7 +41,7 @@ class Clock:
         return bad
 
 
-class FakeGpuHarness:
+class FakeGpuHarness(FakeHarness):
     """Answers ok after a short 'GPU' time; faults on the candidates the test names."""
 
     def __init__(self, device, clock, fault_blocks=(), boom_blocks=()):
@@ -78,6 +81,9 @@ class FakeBatchProfiler:
         return [ProfileResult(ProfileStatus.OK, "", metrics={"achieved_occupancy_pct": 50.0}, wall_s=0.01)
                 for _ in jobs]
 
+    def close(self):
+        pass
+
 
 def make(tmp_path, devices=(0,), fault_blocks=(), boom_blocks=(), profile=True, **kw):
     clock = Clock()
@@ -87,10 +93,10 @@ def make(tmp_path, devices=(0,), fault_blocks=(), boom_blocks=(), profile=True, 
         harnesses[d] = FakeGpuHarness(d, clock, fault_blocks, boom_blocks)
         return harnesses[d]
     spec = load(tmp_path)
-    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"), None,
-                   profiler=FakeBatchProfiler(clock) if profile else None)
-    pool = EvaluationPool(ev, devices, harness_factory=factory, build_workers=2, **kw)
-    return pool, harnesses, clock, ev
+    prep = Preparer(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"))
+    prep.profiler = FakeBatchProfiler(clock) if profile else None       # the test's handle on it
+    pool = Runner(standard_stages(prep, prep.profiler), devices, harness_factory=factory, build_workers=2, **kw)
+    return pool, harnesses, clock, prep
 
 
 def src(block):
@@ -202,8 +208,6 @@ def test_batches_gather_company_while_candidates_are_on_their_way(tmp_path):
 
 
 def test_a_lone_candidate_is_profiled_without_waiting_for_company(tmp_path):
-    from optiml.pool import BATCH_WAIT_S
-
     pool, harnesses, clock, ev = make(tmp_path, min_batch=8)
     with pool:
         pool.evaluate(Candidate(src(64)))            # builds the cache
@@ -219,31 +223,30 @@ def test_a_candidate_that_queued_while_a_batch_ran_does_not_go_alone(tmp_path):
     queued long ago (while the last batch held the GPU) waits for the ones on their way."""
     import threading
 
-    from optiml.pool import _Item
-
-    pool, harnesses, clock, ev = make(tmp_path, min_batch=3, profile=False)   # no profile thread of its own
+    pool, harnesses, clock, ev = make(tmp_path, min_batch=3, profile=False)   # no batch thread of its own
+    pool._batch[2] = collections.deque()           # a batch stage's queue, driven by hand
     with pool:
         def item(age):
-            it = _Item(Candidate(src(64)), None, time.perf_counter())
+            it = Item(Candidate(src(64)), None, time.perf_counter())
             it.queued_at = time.perf_counter() - age
             return it
         with pool._count_lock:
             pool._outstanding += 3                  # three submitted: one waits, two still on their way
-        with pool._prof_cond:
-            pool._prof.append(item(10.0))
+        with pool._cond:
+            pool._batch[2].append(item(10.0))
         got = {}
-        t = threading.Thread(target=lambda: got.update(batch=pool._take_batch()))
+        t = threading.Thread(target=lambda: got.update(batch=pool._take_batch(2)))
         t.start()
         time.sleep(0.5)
         assert t.is_alive()                         # not alone: the others are coming
-        with pool._prof_cond:
-            pool._prof.extend([item(0.0), item(0.0)])
-            pool._prof_cond.notify_all()
+        with pool._cond:
+            pool._batch[2].extend([item(0.0), item(0.0)])
+            pool._cond.notify_all()
         t.join(5)
         assert len(got["batch"]) == 3
         with pool._count_lock:
             pool._outstanding -= 3
-            pool._profiling -= 3
+            pool._in_batch -= 3
 
 
 class FakeLendingHarness(FakeGpuHarness):
@@ -270,8 +273,8 @@ def test_a_second_worker_per_gpu_when_jobs_lend_it(tmp_path, python_ref, workers
         return made[-1]
     (tmp_path / "ref.py").write_text("def scale(**kw):\n    raise NotImplementedError\n")
     spec = load(tmp_path, SPEC + ('\n[reference]\npython = "ref.py:scale"\n' if python_ref else ""))
-    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"), None, profiler=FakeBatchProfiler(clock))
-    with EvaluationPool(ev, [0], harness_factory=factory, build_workers=2) as pool:
+    prep = Preparer(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"))
+    with Runner(standard_stages(prep, FakeBatchProfiler(clock)), [0], harness_factory=factory, build_workers=2) as pool:
         results = [f.result(timeout=120) for f in [pool.submit(Candidate(src(b))) for b in BLOCKS[:6]]]
     assert [r.status for r in results] == ["ok"] * 6
     assert len(made) == workers

@@ -1,12 +1,13 @@
-"""The evaluation pipeline with a real nvcc and a fake harness (it records the jobs it is given
+"""The runner's stages one at a time (Runner.one_slot) with a real nvcc and a fake harness (it records the jobs it is given
 and answers 'ok' without a GPU): what reaches the GPU, and what is stopped before it."""
 from optiml.build import NvccBuilder
-from optiml.pipeline import Candidate, Evaluator
+from optiml.runner import Candidate, Preparer, Runner
 from optiml.verify.harness import HarnessResult
+from tests.fakes import FakeHarness
 from tests.test_spec import KERNEL, load
 
 
-class RecordingFakeHarness:
+class RecordingFakeHarness(FakeHarness):
     def __init__(self):
         self.jobs = []
 
@@ -15,10 +16,15 @@ class RecordingFakeHarness:
         return HarnessResult("ok")
 
 
+def evaluator(spec, seed_source, builder, harness, **kw):
+    """One candidate at a time through the runner's standard stages."""
+    return Runner.one_slot(Preparer(spec, seed_source, builder, **kw), harness)
+
+
 def make(tmp_path, **kw):
     spec = load(tmp_path)
     harness = RecordingFakeHarness()
-    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"), harness, **kw)
+    ev = evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"), harness, **kw)
     return ev, harness
 
 
@@ -69,7 +75,7 @@ def test_a_build_lost_with_its_workers_is_build_lost_and_scored_as_a_build_failu
 
     spec = load(tmp_path)
     harness = RecordingFakeHarness()
-    r = Evaluator(spec, KERNEL, LostBuildFake(), harness).evaluate(Candidate(KERNEL))
+    r = evaluator(spec, KERNEL, LostBuildFake(), harness).evaluate(Candidate(KERNEL))
     assert r.status == "build_lost" and "lost" in r.message and "KilledWorker" in r.message
     assert "nvcc" not in r.message and harness.jobs == []
     assert reward({"status": r.status}, 1.0, None) == BUILD_FAILURE_REWARD
@@ -78,12 +84,12 @@ def test_a_build_lost_with_its_workers_is_build_lost_and_scored_as_a_build_failu
 def test_broken_seed_is_a_reference_error_for_candidates(tmp_path):
     spec = load(tmp_path)
     harness = RecordingFakeHarness()
-    ev = Evaluator(spec, KERNEL.replace("alpha * x[i]", "alpha * x[i] +"), NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
+    ev = evaluator(spec, KERNEL.replace("alpha * x[i]", "alpha * x[i] +"), NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
     r = ev.evaluate(Candidate(KERNEL))
     assert r.status == "reference_error" and "does not build" in r.message
 
 
-class ScriptedFakeHarness:
+class ScriptedFakeHarness(FakeHarness):
     """A fake harness answering from a script of (status, median_ms), on a named H100."""
 
     def __init__(self, *script):
@@ -103,17 +109,17 @@ def test_a_time_under_the_speed_of_light_is_verified_again_on_new_inputs(tmp_pat
     # the spec moves 8 * N bytes at N = 1,048,576: 8.4 MB at 3.35 TB/s is at least 2.5 us
     spec = load(tmp_path)
     cheat = ScriptedFakeHarness(("ok", 0.0001), ("wrong_output", None))
-    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), cheat)
+    ev = evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), cheat)
     r = ev.evaluate(Candidate(KERNEL))
     assert len(cheat.jobs) == 2 and cheat.jobs[1].cases != cheat.jobs[0].cases        # new inputs
     assert r.status == "wrong_output" and "under the speed of light" in r.message
     assert r.speed_of_light["bound_ms"] > 0.002 and r.speed_of_light["recheck_status"] == "wrong_output"
     honest = ScriptedFakeHarness(("ok", 0.0001), ("ok", 0.0001))   # passes again: counts, flagged
-    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), honest)
+    ev = evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), honest)
     r = ev.evaluate(Candidate(KERNEL))
     assert r.status == "ok" and r.speed_of_light["recheck_status"] == "ok" and len(honest.jobs) == 2
     slow = ScriptedFakeHarness(("ok", 0.05))                        # above the bound: no second run
-    ev = Evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), slow)
+    ev = evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), slow)
     assert ev.evaluate(Candidate(KERNEL)).speed_of_light is None and len(slow.jobs) == 1
 
 
@@ -129,6 +135,6 @@ def test_a_candidate_whose_constants_break_a_shape_is_a_launch_config_error(tmp_
 
     spec = load_spec(s, k, kernel_source=kernel)
     harness = RecordingFakeHarness()
-    ev = Evaluator(spec, kernel, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
+    ev = evaluator(spec, kernel, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
     r = ev.evaluate(Candidate(kernel.replace("#define PAD 1", "#define PAD (1 << 40)")))
     assert r.status == "launch_config_error" and "2**40 bytes" in r.message and harness.jobs == []

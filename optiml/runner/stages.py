@@ -1,0 +1,216 @@
+"""A candidate's stages, each a small object the :class:`~optiml.runner.runner.Runner` drives.
+
+A stage says where it runs (:class:`Where`: on the CPU thread pool, on a device with one of its GPU
+workers, or on a device in batches), whether it has work for a candidate (``wants``), and does that
+work (``run``), leaving its outcome on the candidate's :class:`Evaluation`. The order of the stages
+is :func:`standard_stages`; a new stage (a sanitizer, a baseline) is one more object in that list.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Callable, Protocol
+
+from loguru import logger
+
+from ..profiler.types import Profiler, ProfileResult, ProfileStatus
+from ..status import Status
+from ..verify.harness import Harness, HarnessJob, KernelBinary
+from .judge import judge, with_diagnosis
+from .prepare import Preparer
+from .types import Candidate, Evaluation
+
+
+class Where(Enum):
+    CPU = "cpu"              # a thread of the build pool
+    GPU = "gpu"              # one candidate at a time on a device, with one of its GPU workers
+    GPU_BATCH = "gpu_batch"  # several candidates at once on a device
+
+
+class FairLock:
+    """A lock granted in the order it was asked for (a plain Lock lets a thread that releases
+    and re-acquires in a loop starve the others). ``held_s`` is the total time it was held."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._next = 0          # tickets handed out
+        self._serving = 0       # ticket now allowed in
+        self.held_s = 0.0
+        self._since = 0.0
+
+    def __enter__(self):
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            while ticket != self._serving:
+                self._cond.wait()
+        self._since = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self.held_s += time.perf_counter() - self._since
+            self._serving += 1
+            self._cond.notify_all()
+
+
+class Device:
+    """One GPU of the runner: its lock orders everything that must have the GPU to itself
+    (timing, the launches under a profiler), and what ran on it."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.lock = FairLock()
+        self.name = ""
+        self.jobs = 0
+        self.batches: list[int] = []
+
+
+@dataclass
+class Slot:
+    """Where a stage runs this time: the device (None on the CPU), the GPU worker (GPU stages),
+    ``on_gpu_done`` (batch stages: call it once the batch is off the GPU) and whether more work
+    may follow (False once the runner is closing)."""
+    device: Device | None = None
+    harness: Harness | None = None
+    on_gpu_done: Callable[[], None] = lambda: None
+    more_coming: bool = True
+
+
+@dataclass
+class Item:
+    """One candidate on its way through the stages."""
+    candidate: Candidate
+    future: Future
+    t0: float
+    profile: bool = True
+    time_it: bool = True
+    baseline: Candidate | None = None
+    kb: KernelBinary | None = None
+    ev: Evaluation | None = None
+    job: HarnessJob | None = None
+    stage: int = -1                   # index of the stage it is in, or last finished
+    in_batch: bool = False            # taken into a batch now being run
+    queued_at: float = field(default_factory=time.perf_counter)
+
+    @property
+    def failed(self) -> bool:
+        return self.ev is None or self.ev.status != Status.OK or self.job is None
+
+
+class Stage(Protocol):
+    name: str
+    where: Where
+    lends_gpu: bool          # GPU stages: its jobs leave the GPU idle a while (a second worker per device helps)
+
+    def wants(self, item: Item) -> bool:
+        """Whether this stage has work for ``item`` (which has passed every stage before it)."""
+
+    def run(self, items: list[Item], slot: Slot) -> None:
+        """Do the work for ``items`` (one, except for GPU_BATCH stages), leaving the outcome on each
+        item's Evaluation; a failure is a status there, never an exception."""
+
+    def close(self) -> None:
+        """Free what the stage holds (processes started ahead)."""
+
+
+class BuildStage:
+    """Parse, check the launch, build (and the baseline's build), and make the GPU job."""
+    name, where, lends_gpu = "build", Where.CPU, False
+
+    def __init__(self, prep: Preparer):
+        self.prep = prep
+
+    def wants(self, item: Item) -> bool:
+        return True
+
+    def run(self, items: list[Item], slot: Slot) -> None:
+        for item in items:
+            item.kb, item.ev = self.prep.build(item.candidate)
+            if item.kb is None:
+                continue
+            base_kb = None
+            if item.baseline is not None:
+                base_kb, base_ev = self.prep.build(item.baseline)
+                if base_kb is None:
+                    item.ev.fail(Status.REFERENCE_ERROR, f"the baseline does not build: {base_ev.status}: {base_ev.message}")
+                    continue
+            item.job = self.prep.job(item.kb, item.ev, time_it=item.time_it, baseline=base_kb)
+
+    def close(self) -> None:
+        pass
+
+
+class CheckStage:
+    """Verify on fresh inputs and time, on one of the device's GPU workers, holding the device
+    (lent while the job computes a Python reference on the host)."""
+    name, where = "gpu", Where.GPU
+
+    def __init__(self, prep: Preparer):
+        self.prep = prep
+        self.lends_gpu = prep.lends_gpu
+
+    def wants(self, item: Item) -> bool:
+        return True
+
+    def run(self, items: list[Item], slot: Slot) -> None:
+        dev, harness = slot.device, slot.harness
+        for item in items:
+            item.job = replace(item.job, device=dev.index)
+            with dev.lock:
+                hr = harness.run(item.job, lend=dev.lock) if harness.lends_gpu else harness.run(item.job)
+                judge(self.prep, item.ev, item.job, hr, harness)
+            dev.jobs += 1
+            dev.name = dev.name or (hr.device_name or "")
+
+    def close(self) -> None:
+        pass
+
+
+class ProfileStage:
+    """Profile verified candidates in batches (several under one profiler process) and diagnose
+    their metrics. The profiler takes the device's lock only for the candidates' launches."""
+    name, where, lends_gpu = "profile", Where.GPU_BATCH, False
+
+    def __init__(self, prep: Preparer, profiler: Profiler, *, prestart: bool = True):
+        self.prep, self.profiler, self.prestart = prep, profiler, prestart
+        self._warned = False
+
+    def wants(self, item: Item) -> bool:
+        return item.profile
+
+    def run(self, items: list[Item], slot: Slot) -> None:
+        dev = slot.device
+        jobs = [replace(item.job, device=dev.index) for item in items]
+        try:
+            results = self.profiler.profile_batch(jobs, dev.name, gpu_lock=dev.lock, on_gpu_done=slot.on_gpu_done,
+                                                  prestart=self.prestart and slot.more_coming)
+        finally:
+            slot.on_gpu_done()
+        dev.batches.append(len(items))
+        for item, job, prof in zip(items, jobs, results):
+            if len(items) > 1 and prof.status is ProfileStatus.REPLAY_FAILED:
+                prof = self.profiler.profile_batch([job], dev.name, gpu_lock=dev.lock)[0]  # alone
+            self._attach(item.ev, job, prof)
+
+    def _attach(self, ev: Evaluation, job: HarnessJob, prof: ProfileResult) -> None:
+        ev.stage_s["profile"] = prof.wall_s or 0.0
+        if not prof.ok and not self._warned:
+            logger.warning("profiling failed ({}: {}); going on with runtime alone", prof.status.value, prof.message)
+            self._warned = True
+        ev.profile = with_diagnosis(self.prep.spec, ev, job, prof)
+
+    def close(self) -> None:
+        self.profiler.close()
+
+
+def standard_stages(prep: Preparer, profiler: Profiler | None = None, *, prestart: bool = True) -> list[Stage]:
+    """The order of a candidate's evaluation: build, verify and time on the GPU, then (with a
+    profiler) profile the verified ones."""
+    stages: list[Stage] = [BuildStage(prep), CheckStage(prep)]
+    if profiler is not None:
+        stages.append(ProfileStage(prep, profiler, prestart=prestart))
+    return stages
