@@ -75,11 +75,11 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
                 sequential: bool) -> dict:
     from optiml.build import NvccBuilder, detect_arch
     from optiml.edits.rules import RulesProposer
-    from optiml.pipeline import Evaluator
-    from optiml.pool import EvaluationPool
     from optiml.profiler.ncu import NcuProfiler
+    from optiml.runner import Preparer, Runner, standard_stages
     from optiml.search.mcts import MCTS, SearchConfig
-    from optiml.search.run import PipelineEvaluator, StoreObserver
+    from optiml.app.evaluator import RunnerEvaluator
+    from optiml.app.records import StoreObserver
     from optiml.spec import find_spec, load_spec
     from optiml.traces.store import TraceStore
     from optiml.verify.harness import SubprocessHarness
@@ -92,24 +92,24 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
         builder = NvccBuilder(detect_arch(), cache_dir=Path(tmp) / "cache")
         profiler = NcuProfiler() if profile else None
         t_build = Timed(builder, "build")
-        t_prof = Timed(profiler, "profile_batch" if not sequential else "profile") if profiler else None
+        t_prof = Timed(profiler, "profile_batch") if profiler else None
         gpu_timers = []
+        pipeline = Preparer(spec, source, builder, include_dir=kernel.parent, kernel_name=kernel.name)
         if sequential:
             harness = SubprocessHarness()
             gpu_timers.append(Timed(harness, "run"))
-        pipeline = Evaluator(spec, source, builder, harness if sequential else None, include_dir=kernel.parent,
-                             kernel_name=kernel.name, profiler=profiler)
-
-        def factory(d):
-            h = WorkerHarness(d)
-            gpu_timers.append(Timed(h, "run"))
-            return h
-        pool = None if sequential else EvaluationPool(pipeline, gpus, harness_factory=factory)
+            pool = Runner.one_slot(pipeline, harness, profiler=profiler)
+        else:
+            def factory(d):
+                h = WorkerHarness(d)
+                gpu_timers.append(Timed(h, "run"))
+                return h
+            pool = Runner(standard_stages(pipeline, profiler), gpus, harness_factory=factory)
         store = TraceStore(Path(tmp) / "bench.db")
         run_id = store.start_run(spec.entry, spec_toml=spec.path.read_text(), kernel_source=source)
         proposer = RulesProposer()
         t_prop = Timed(proposer, "propose")
-        adapter = PipelineEvaluator(pipeline if sequential else pool)
+        adapter = RunnerEvaluator(pool)
         observer = StoreObserver(store, run_id, adapter)
         t_store = [Timed(observer, m) for m in ("on_node_added", "on_node_started", "on_node_evaluated", "on_attempt")]
         samples_ms = []
@@ -149,9 +149,8 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
             best = search.run()
             total = time.perf_counter() - t0
         finally:
-            stats = pool.stats() if pool else {}
-            if pool:
-                pool.close()
+            stats = pool.stats()
+            pool.close()
         store.close()
     evaluated = search.evaluations + 1           # the root is fully evaluated too
     gpu_kernel_s = 1.5 * sum(samples_ms) / 1e3

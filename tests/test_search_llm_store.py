@@ -11,7 +11,7 @@ from optiml.edits.llm import LLMProposer
 from optiml.edits.mixed import MixedProposer
 from optiml.edits.rules import RulesProposer
 from optiml.search import MCTS, SearchConfig, normalize_source
-from optiml.search.run import StoreObserver
+from optiml.app.records import StoreObserver
 from optiml.traces.store import TraceStore
 
 from .chat_server import Reply, chat_server  # noqa: F401

@@ -14,11 +14,13 @@ from optiml.edits.types import NodeView, Proposal
 from optiml.runner import Evaluation
 from optiml.search import MCTS, RecordingObserver, SearchConfig
 from optiml.search.mcts import is_async
-from optiml.search.run import PipelineEvaluator, StoreObserver, resume_search
+from optiml.app.evaluator import RunnerEvaluator
+from optiml.app.records import StoreObserver, resume_search
 from optiml.search.tree import node_key
 from optiml.traces.store import TraceStore
 
 from .test_search_mcts import ROOT, ReplayEvaluator, ScriptedProposer
+from optiml.app.records import best_node
 
 
 class FakeOutOfOrderEvaluator:
@@ -73,7 +75,7 @@ def test_parallel_8_spends_the_budget_exactly_and_leaves_nothing_running(tmp_pat
         assert all(n.status == "pending" and store.evaluation(n.id) is None for n in nodes if n not in finished)
         assert {m.nodes[t].status for t in ev.submitted} <= {"ok", "wrong_output", "compile_error"}
         assert all(n.inflight == 0 for n in m.nodes)
-        assert store.path_to(store.best_node(run).id)[-1].edit == best.edit
+        assert store.path_to(best_node(store, run).id)[-1].edit == best.edit
         store.close()
 
 
@@ -286,10 +288,10 @@ def test_resume_search_from_the_store_with_parallel(tmp_path):
     store.close()
 
 
-# -- the real PipelineEvaluator over a fake pipeline with futures ------------------------------
+# -- the real RunnerEvaluator over a fake runner with futures ------------------------------
 
-class FakeThreadedPipeline:
-    """A fake pipeline.Evaluator with ``submit``: a thread pool that evaluates with the replay fake
+class FakeThreadedRunner:
+    """A fake optiml.runner.Runner (``evaluate`` and ``submit``): a thread pool that evaluates with the replay fake
     after a random short sleep (so results finish out of order); every Evaluation carries a
     ``wall_s`` unique to its source, so the store shows which Evaluation landed on which node."""
 
@@ -323,10 +325,10 @@ class FakeThreadedPipeline:
         return self.pool.submit(self._evaluate, candidate)
 
 
-def test_pipeline_evaluator_keeps_candidates_in_flight_and_stores_each_evaluation(tmp_path):
-    pipeline = FakeThreadedPipeline()
+def test_runner_evaluator_keeps_candidates_in_flight_and_stores_each_evaluation(tmp_path):
+    pipeline = FakeThreadedRunner()
     finished = []
-    adapter = PipelineEvaluator(pipeline, on_done=lambda ev, result: finished.append((ev.wall_s, result["status"])))
+    adapter = RunnerEvaluator(pipeline, on_done=lambda ev, result: finished.append((ev.wall_s, result.status)))
     assert is_async(adapter)
     store = TraceStore(tmp_path / "f.db")
     run = store.start_run("toy", budget=30)
@@ -335,7 +337,7 @@ def test_pipeline_evaluator_keeps_candidates_in_flight_and_stores_each_evaluatio
     m.run()
     pipeline.pool.shutdown()
     assert m.evaluations == 30 and len(finished) == 31 and 1 < pipeline.max_running <= 6
-    assert adapter.details == {} and adapter.last is None
+    assert adapter.take(-1) is None                 # every Evaluation went to its node
     for node in store.nodes(run):
         e = store.evaluation(node.id)
         if node.status == "pending":
@@ -347,21 +349,26 @@ def test_pipeline_evaluator_keeps_candidates_in_flight_and_stores_each_evaluatio
     store.close()
 
 
-def test_pipeline_without_submit_is_searched_one_at_a_time():
-    class FakeSyncPipeline(FakeThreadedPipeline):
-        submit = None
-    pipeline = FakeSyncPipeline()
-    adapter = PipelineEvaluator(pipeline)
-    assert not is_async(adapter) and not hasattr(adapter, "wait")
-    m = MCTS(ROOT, adapter, ScriptedProposer(), config=SearchConfig(budget=10, parallel=8))
+def test_parallel_1_searches_one_at_a_time_through_evaluate():
+    pipeline = FakeThreadedRunner()
+    adapter = RunnerEvaluator(pipeline)
+    submitted = []
+    adapter.submit = lambda *a: submitted.append(a)          # must not be used
+    m = MCTS(ROOT, adapter, ScriptedProposer(), config=SearchConfig(budget=10, parallel=1))
     m.run()
     pipeline.pool.shutdown()
-    assert m.evaluations == 10 and pipeline.max_running == 1 and adapter.last is not None
+    assert m.evaluations == 10 and pipeline.max_running == 1 and submitted == []
+    assert adapter.take(123) is not None                      # the last evaluate()'s Evaluation
+
+
+def test_an_evaluator_without_submit_and_wait_is_not_async():
+    assert is_async(RunnerEvaluator(FakeThreadedRunner()))
+    assert not is_async(ReplayEvaluator())
 
 
 def test_an_exception_in_the_pipeline_propagates():
-    pipeline = FakeThreadedPipeline(fail_on="BLOCK 32")
-    adapter = PipelineEvaluator(pipeline)
+    pipeline = FakeThreadedRunner(fail_on="BLOCK 32")
+    adapter = RunnerEvaluator(pipeline)
     m = MCTS(ROOT, adapter, ScriptedProposer(), config=SearchConfig(budget=40, parallel=4))
     with pytest.raises(RuntimeError, match="a bug in the pipeline"):
         m.run()

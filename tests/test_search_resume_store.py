@@ -7,9 +7,10 @@ import sys
 import textwrap
 
 from optiml.search import MCTS, SearchConfig
-from optiml.search.run import StoreObserver, resume_search
+from optiml.app.records import StoreObserver, resume_search
 from optiml.traces.store import TraceStore
 from tests.test_search_mcts import ROOT, ReplayEvaluator, ScriptedProposer, search
+from optiml.app.records import stored_records, best_node
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,8 +41,8 @@ def test_resumed_from_the_store_30_then_60_equals_60_at_once(tmp_path):
         assert len(nodes) == len(once.nodes) and all(n.status in ("done", "failed") for n in nodes)
         assert store.db.execute("SELECT COUNT(*) FROM evaluations e JOIN nodes n ON n.id = e.node_id"
                                 " WHERE n.run_id = ?", (run,)).fetchone()[0] == 61
-        assert store.path_to(store.best_node(run).id)[-1].edit == once.best().edit
-        assert sorted((r["parent"], r["edit"], r["status"]) for r in store.search_records(run) if r["id"] is None) == \
+        assert store.path_to(best_node(store, run).id)[-1].edit == once.best().edit
+        assert sorted((r["parent"], r["edit"], r["status"]) for r in stored_records(store, run) if r["id"] is None) == \
             sorted((nodes[n.id].id, a.edit, a.status) for n in once.nodes for a in n.attempts()
                    if a.status in ("edit_failed", "duplicate"))
         store.close()
@@ -49,7 +50,7 @@ def test_resumed_from_the_store_30_then_60_equals_60_at_once(tmp_path):
 
 def test_attempts_and_calls_survive_the_store(tmp_path):
     store, run, m, _ = stored_search(tmp_path / "a.db", 12)
-    recs = store.search_records(run)
+    recs = stored_records(store, run)
     attempts = [r for r in recs if r["id"] is None]
     assert attempts and {r["status"] for r in attempts} <= {"edit_failed", "duplicate"}
     assert all(r["call"] is not None and r["parent"] in {n.id for n in store.nodes(run)} for r in attempts)
@@ -65,7 +66,7 @@ WRITER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[2])
     from optiml.search import MCTS, SearchConfig
-    from optiml.search.run import StoreObserver
+    from optiml.app.records import StoreObserver
     from optiml.traces.store import TraceStore
     from tests.test_search_mcts import ROOT, ReplayEvaluator, ScriptedProposer
 

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from optiml.cli import main
 from optiml.traces.store import TraceStore
 from tests.conftest import DATA
+from optiml.app.records import stored_records
 
 
 def db_copy(tmp_path):
@@ -45,7 +46,7 @@ def test_recorded_h100_run_killed_and_resumed_rebuilds_its_tree(tmp_path):
     dst = tmp_path / "r.db"
     shutil.copy(DATA / "traces" / "h100_tiled_killed_resumed.db", dst)
     with TraceStore(dst) as store:
-        recs = store.search_records(1)
+        recs = stored_records(store, 1)
         assert sum(r["id"] is not None for r in recs) == 31 and all(r["status"] == "ok" for r in recs if r["id"])
 
         class MustNotEvaluate:                     # a fake: the stored tree needs no evaluation

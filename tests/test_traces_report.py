@@ -7,6 +7,7 @@ import pytest
 from optiml.traces.export import export_run, read_export, to_dataframe
 from optiml.traces.report import fmt_value, format_node, format_path, metric_deltas
 from optiml.traces.store import TraceStore
+from optiml.app.records import best_node
 
 SEED = """__global__ void transpose(float *out, const float *in, int n) {
     __shared__ float tile[32][32];
@@ -71,7 +72,7 @@ def test_format_values():
 def test_format_path_shows_steps_diffs_speedups_and_deltas(traj):
     store, ids = traj
     text = format_path(store, ids["run"])
-    assert store.best_node(ids["run"]).id == ids["bounded"]  # the faster wrong answer is not best
+    assert best_node(store, ids["run"]).id == ids["bounded"]  # the faster wrong answer is not best
     step1, step2 = text.split("step 1:")[1].split("step 2:")
     assert "the column read of tile hits one bank 32 ways" in step1
     assert "-    __shared__ float tile[32][32];" in step1 and "+    __shared__ float tile[32][33];" in step1

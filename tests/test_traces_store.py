@@ -12,6 +12,7 @@ import pytest
 from optiml.errors import UserError
 from optiml.traces.schema import migrations
 from optiml.traces.store import TraceStore, default_db_path, source_hash
+from optiml.app.records import stored_records, best_node
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"runs", "sources", "nodes", "evaluations", "proposals", "_sqlite_migrations"}
@@ -45,11 +46,11 @@ def test_upgrades_a_database_written_by_the_first_schema(tmp_path):
         assert (store.db.execute("SELECT COUNT(*) FROM nodes").fetchone()[0],
                 store.db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]) == before
         assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        recs = store.search_records(1)              # old rows still give the search's records
+        recs = stored_records(store, 1)              # old rows still give the search's records
         assert recs[0]["parent"] is None and recs[0]["status"] == "ok"
         assert recs[0]["result"]["median_ms"] == pytest.approx(80.0315, rel=1e-4)
         assert 0 < recs[0]["result"]["spread"] < 0.01
-        assert store.best_node(1).edit == "pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]"
+        assert best_node(store, 1).edit == "pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]"
         n = store.add_node(1, recs[0]["id"], "new source", prior=0.5, call=3)   # and new rows take the new columns
         assert (store.node(n).prior, store.node(n).call) == (0.5, 3)
 
@@ -107,10 +108,10 @@ def test_best_node_never_picks_a_failed_evaluation(tmp_path):
         store.finish_node(wrong, {"status": "wrong_answer", "median_ms": 0.01}, status="failed")
         crash = store.add_node(run, seed, "launch failure")
         store.finish_node(crash, {"status": "launch_failed", "median_ms": 0.001}, status="done")
-        assert store.best_node(run).id == seed
+        assert best_node(store, run).id == seed
         good = store.add_node(run, seed, "good")
         store.finish_node(good, {"status": "ok", "median_ms": 1.0})
-        assert store.best_node(run).id == good
+        assert best_node(store, run).id == good
         assert store.runs()[0]["best_speedup"] == pytest.approx(2.0)
 
 
@@ -204,7 +205,7 @@ def test_sigkill_mid_run_loses_no_committed_row(tmp_path, pace):
         nid = sorted(running)[0]
         store.mark_running(nid)
         store.finish_node(nid, {"status": "ok", "median_ms": 0.5})
-        assert store.best_node(run).id == nid
+        assert best_node(store, run).id == nid
 
 
 def test_running_rows_of_a_live_worker_are_not_stale(tmp_path):

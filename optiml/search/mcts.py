@@ -42,24 +42,27 @@ import math
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol, runtime_checkable
 
 from loguru import logger
 
 from ..best import Ranked, choose_best
 from ..edits.types import Attempt, NodeView, Proposal, Proposer
-from .reward import REWARD_VERSION, reward
+from ..status import Status
+from .result import Result
+from .reward import reward
 from .tree import PENDING, RUNNING, Node, Observer, attempt_record, node_key
 
 _UNFINISHED = (PENDING, RUNNING)
 
 
 class Evaluator(Protocol):
-    def evaluate(self, source: str, flags: tuple[str, ...]) -> dict:
-        """An evaluation dict: status, message, median_ms, spread, metrics, diagnosis (more allowed)."""
+    def evaluate(self, source: str, flags: tuple[str, ...]) -> Result:
+        """The candidate's :class:`Result` (a dict with its fields is taken too)."""
         ...
 
 
+@runtime_checkable
 class AsyncEvaluator(Protocol):
     """An evaluator that takes several candidates at once. The search uses it when
     ``SearchConfig.parallel`` > 1 and the evaluator has a ``submit`` method; otherwise it calls
@@ -69,14 +72,14 @@ class AsyncEvaluator(Protocol):
         """Start evaluating a candidate; ``token`` (the search node id) comes back with its result."""
         ...
 
-    def wait(self) -> list[tuple[int, dict]]:
-        """Block until at least one submitted evaluation is done; return every finished (token, result dict)."""
+    def wait(self) -> list[tuple[int, Result]]:
+        """Block until at least one submitted evaluation is done; return every finished (token, Result)."""
         ...
 
 
 def is_async(evaluator) -> bool:
-    """Whether ``evaluator`` implements :class:`AsyncEvaluator` (has a ``submit`` method)."""
-    return callable(getattr(evaluator, "submit", None))
+    """Whether ``evaluator`` implements :class:`AsyncEvaluator` (``submit`` and ``wait``)."""
+    return isinstance(evaluator, AsyncEvaluator)
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ class MCTS:
             by_id[rec["id"]] = node
             if rec.get("status") not in _UNFINISHED:
                 self._pending.remove(node)
-                node.status, node.result = rec["status"], dict(rec.get("result") or {})
+                node.result = Result.from_dict(dict(rec.get("result") or {}, status=rec["status"]))
+                node.status = node.result.status
         if not self.nodes:
             raise ValueError("no node records to resume from")
         self.root = self.nodes[0]
@@ -179,9 +183,9 @@ class MCTS:
     def _take(self, parent: Node, p: Proposal, call: int | None) -> bool:
         """Add ``p`` under ``parent`` as a pending node, or record why not; True when added."""
         if p.error:
-            status, message = "edit_failed", p.error
+            status, message = Status.EDIT_FAILED, p.error
         elif (same := self._keys.get(node_key(p.source, p.flags))) is not None:
-            status, message = "duplicate", f"same source and flags as node {same.id} ({same.edit})"
+            status, message = Status.DUPLICATE, f"same source and flags as node {same.id} ({same.edit})"
         else:
             self._add(parent, p, call)
             return True
@@ -196,7 +200,7 @@ class MCTS:
     def best(self) -> Node | None:
         """The best verified node (never a failed one) by :func:`optiml.best.choose_best`: the
         fewest edits within the fastest node's timing noise; None when even the root failed."""
-        ok = [n for n in self.nodes if n.status == "ok" and n.median_ms]
+        ok = [n for n in self.nodes if n.status == Status.OK and n.median_ms]
         pick = choose_best(Ranked(n, n.median_ms, n.spread, n.depth, n.id) for n in ok)
         return None if pick is None else pick.key
 
@@ -210,12 +214,11 @@ class MCTS:
         """Compute the node's reward and back it up to the root."""
         root_ms = self.root.median_ms
         if node is self.root:
-            node.reward = reward(node.result | {"status": node.status}, root_ms or 0.0, None)
+            node.reward = reward(node.result, root_ms or 0.0, None)
         else:
             self.evaluations += 1
             parent = node.parent
-            node.reward = reward(node.result | {"status": node.status}, root_ms or 0.0,
-                                 parent.median_ms, parent.spread)
+            node.reward = reward(node.result, root_ms or 0.0, parent.median_ms, parent.spread)
         n = node
         while n is not None:
             n.visits += 1
@@ -252,14 +255,12 @@ class MCTS:
                 n = n.parent
             self._finish(node, ev)
 
-    def _finish(self, node: Node, ev: dict | None) -> None:
-        ev = dict(ev or {})
-        node.status = str(ev.get("status") or "harness_error")
-        node.result = ev
+    def _finish(self, node: Node, ev: Result | dict | None) -> None:
+        result = Result.of(ev)
+        node.status, node.result = result.status, result
         self._score(node)
-        node.result["reward"], node.result["reward_version"] = node.reward, REWARD_VERSION
         logger.debug("node {} ({}): {} {} reward {:.3f}", node.id, node.edit, node.status,
-                     ev.get("median_ms"), node.reward)
+                     result.median_ms, node.reward)
         if self.observer is not None:
             self.observer.on_node_evaluated(node)
 
@@ -269,7 +270,7 @@ class MCTS:
         """Nothing more can come from this subtree: it failed, or is exhausted with dead children.
         A node in flight is not dead (its result may open it up)."""
         if node.id not in memo:
-            memo[node.id] = node.status not in _UNFINISHED and (node.status != "ok" or (
+            memo[node.id] = node.status not in _UNFINISHED and (node.status != Status.OK or (
                 node.exhausted and all(self._dead(c, memo) for c in node.children)))
         return memo[node.id]
 
@@ -278,12 +279,12 @@ class MCTS:
         another child. Without evaluations in flight, the same as not :meth:`_dead`."""
         key = ("open", node.id)
         if key not in memo:
-            memo[key] = node.status == "ok" and (
+            memo[key] = node.status == Status.OK and (
                 self._expandable(node, memo) or any(self._open(c, memo) for c in node.children))
         return memo[key]
 
     def _expandable(self, node: Node, memo: dict) -> bool:
-        if node.status != "ok" or node.exhausted:
+        if node.status != Status.OK or node.exhausted:
             return False
         limit = node.widening_limit(self.config.k_w, self.config.alpha)
         return len(node.children) < limit or all(self._dead(c, memo) for c in node.children)
@@ -305,7 +306,7 @@ class MCTS:
     def view(self, node: Node) -> NodeView:
         return NodeView(source=node.source, flags=node.flags, entry=self.entry, metrics=node.metrics,
                         diagnosis=node.diagnosis, median_ms=node.median_ms,
-                        resources=dict(node.result.get("resources") or {}), attempts=node.attempts(),
+                        resources=dict(node.result.resources), attempts=node.attempts(),
                         task=self.task)
 
     def _expand(self, node: Node) -> bool:
@@ -356,7 +357,7 @@ class MCTS:
                     self._collect(inflight)
             else:
                 self._evaluate(self.root)
-        if self.root.status != "ok":
+        if self.root.status != Status.OK:
             logger.warning("the root kernel did not verify ({}): nothing to search from", self.root.status)
             return None
         if parallel > 1:

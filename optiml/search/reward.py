@@ -26,13 +26,15 @@ run can be re-scored with a later :data:`REWARD_VERSION`.
 from __future__ import annotations
 
 import math
+from typing import Mapping
+
+from ..status import Category, category
+from .result import Result
 
 REWARD_VERSION = 1
 
-BUILD_FAILURES = frozenset({"source_error", "launch_config_error", "compile_error", "build_timeout", "build_lost",
-                            "edit_failed"})
 BUILD_FAILURE_REWARD = -0.5
-RUNTIME_FAILURE_REWARD = -1.0     # wrong_output, runtime_error, launch_error, timeout, anything else
+RUNTIME_FAILURE_REWARD = -1.0     # wrong, crashed, hung, infrastructure or anything unknown
 REGRESSION_PENALTY = 0.1
 METRIC_WEIGHT = 0.05
 
@@ -63,19 +65,22 @@ def metric_terms(metrics: dict | None) -> float:
     return total
 
 
-def reward(ev: dict, root_ms: float, parent_ms: float | None, parent_spread: float = 0.02) -> float:
-    """Reward (version :data:`REWARD_VERSION`) of an evaluation dict (status, median_ms, metrics).
+def reward(ev: Result | Mapping, root_ms: float, parent_ms: float | None, parent_spread: float = 0.02) -> float:
+    """Reward (version :data:`REWARD_VERSION`) of a :class:`Result` (or a dict with its fields).
 
     ``root_ms`` is the root kernel's median in this run, ``parent_ms``/``parent_spread`` the
     parent's median and relative timing spread (None for the root itself).
     """
-    status = ev.get("status")
-    if status != "ok":
-        return BUILD_FAILURE_REWARD if status in BUILD_FAILURES else RUNTIME_FAILURE_REWARD
-    median = ev.get("median_ms")
+    ev = Result.of(ev)
+    kind = category(ev.status)
+    if kind is not Category.OK:
+        # a proposal that did not apply costs what a build failure costs
+        cheap = kind in (Category.BUILD_FAILURE, Category.NOT_EVALUATED)
+        return BUILD_FAILURE_REWARD if cheap else RUNTIME_FAILURE_REWARD
+    median = ev.median_ms
     if not median or median <= 0 or not root_ms or root_ms <= 0:
         return 0.0        # verified but not timed: nothing to reward
-    r = math.log(root_ms / median) + metric_terms(ev.get("metrics"))
+    r = math.log(root_ms / median) + metric_terms(ev.metrics)
     if parent_ms and median > parent_ms * (1.0 + 2.0 * max(parent_spread or 0.0, 0.0)):
         r -= REGRESSION_PENALTY
     return r

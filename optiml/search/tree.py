@@ -18,10 +18,11 @@ from typing import Protocol
 
 from ..best import DEFAULT_SPREAD
 from ..edits.types import Attempt
+from ..status import Status
+from .result import NO_RESULT, Result
 
-PENDING = "pending"
-RUNNING = "running"                  # submitted, its result not in yet
-NOT_EVALUATED = ("edit_failed", "duplicate")
+PENDING = Status.PENDING
+RUNNING = Status.RUNNING             # submitted, its result not in yet
 
 _TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
 
@@ -62,7 +63,7 @@ class Node:
     call: int | None = None              # the parent's proposer call that produced it (None: root, seed)
     exchange: dict | None = None         # the proposer call's record (an LLM exchange), not replayed
     status: str = PENDING
-    result: dict = field(default_factory=dict)
+    result: Result = NO_RESULT
     reward: float | None = None
     visits: int = 0
     value_sum: float = 0.0
@@ -78,20 +79,20 @@ class Node:
 
     @property
     def median_ms(self) -> float | None:
-        return self.result.get("median_ms") if self.status == "ok" else None
+        return self.result.median_ms if self.status == Status.OK else None
 
     @property
     def spread(self) -> float:
-        s = self.result.get("spread")
+        s = self.result.spread
         return float(s) if isinstance(s, (int, float)) else DEFAULT_SPREAD
 
     @property
     def metrics(self) -> dict:
-        return self.result.get("metrics") or {}
+        return dict(self.result.metrics)
 
     @property
     def diagnosis(self) -> tuple[str, ...]:
-        return tuple(self.result.get("diagnosis") or ())
+        return tuple(self.result.diagnosis)
 
     @property
     def q(self) -> float:
@@ -119,7 +120,7 @@ class Node:
                 out.append(t)
                 continue
             speedup = self.median_ms / t.median_ms if self.median_ms and t.median_ms else None
-            out.append(Attempt(edit=t.edit, status=t.status, message=str(t.result.get("message") or ""),
+            out.append(Attempt(edit=t.edit, status=t.status, message=str(t.result.message or ""),
                                speedup=speedup))
         return tuple(out)
 
@@ -127,14 +128,15 @@ class Node:
         return {"id": self.id, "parent": self.parent.id if self.parent else None, "source": self.source,
                 "flags": list(self.flags), "edit": self.edit, "rationale": self.rationale,
                 "proposer": self.proposer, "prior": self.prior, "call": self.call,
-                "status": self.status, "result": dict(self.result), "reward": self.reward}
+                "status": str(self.status), "result": self.result.to_dict() if self.result is not NO_RESULT else {},
+                "reward": self.reward}
 
 
 def attempt_record(parent: Node, proposal, status: str, message: str, call: int) -> dict:
     """The record of a proposal that did not become a node (edit_failed or duplicate)."""
     return {"id": None, "parent": parent.id, "source": proposal.source, "flags": list(proposal.flags),
             "edit": proposal.edit, "rationale": proposal.rationale, "proposer": proposal.proposer,
-            "prior": proposal.prior, "call": call, "status": status, "result": {"message": message},
+            "prior": proposal.prior, "call": call, "status": str(status), "result": {"message": message},
             "exchange": proposal.exchange}
 
 
@@ -174,7 +176,7 @@ class RecordingObserver:
         self._rows[self._index[node.id]] = node.record()
 
     def on_attempt(self, parent: Node, record: dict) -> None:
-        self._rows.append(dict(record))
+        self._rows.append({k: v for k, v in record.items() if k != "exchange"})   # exchanges are not replayed
 
     @property
     def records(self) -> list[dict]:

@@ -67,7 +67,8 @@ def best(run_id: int, db_path: Path, output: Path) -> None:
     """Write the best verified kernel of RUN_ID to a file."""
     with _open(db_path) as store:
         store.run(run_id)
-        node = store.best_node(run_id)
+        from ..app.records import best_node
+        node = best_node(store, run_id)
         if node is None:
             raise UserError(f"run {run_id} has no verified candidate yet, so there is no best kernel to write.")
         text = store.source(node.source_hash)

@@ -6,6 +6,7 @@ import difflib
 import json
 import math
 
+from ..best import choose_best
 from .store import OK, Node, TraceStore
 
 MAX_DELTAS = 6
@@ -105,7 +106,8 @@ def format_path(store: TraceStore, run_id: int) -> str:
     diff, the speedup over the seed and the metric deltas; then candidate counts by status."""
     run = store.run(run_id)
     lines = [f"run {run_id}: {run['task']} ({run['status']}, started {run['created_at'][:19]})"]
-    best = store.best_node(run_id)
+    pick = choose_best(store.verified(run_id))       # the search's own rule
+    best = store.node(pick.key) if pick is not None else None
     root = store.root_node(run_id)
     if best is None:
         lines.append("no verified candidate yet" + ("" if root else " (no seed recorded)"))

@@ -22,12 +22,13 @@ from typing import Any, Iterator
 from loguru import logger
 from sqlite_utils import Database
 
-from ..best import Ranked, choose_best
+from ..best import Ranked
 from ..errors import UserError
 from . import DB_ENV, DEFAULT_DB
+from ..status import Status
 from .schema import NODE_STATUSES, migrations
 
-OK = "ok"  # the evaluation status of a built, verified and timed candidate
+OK = str(Status.OK)  # the evaluation status of a built, verified and timed candidate
 
 _EVAL_JSON = ("build", "verify", "timing", "metrics", "diagnosis", "result")
 _EVAL_PLAIN = ("build_log", "median_ms", "raw_ncu_csv", "reward", "reward_version", "wall_s")
@@ -328,6 +329,11 @@ class TraceStore:
             logger.info("run {}: {} stale running node(s) back to pending", run_id, len(ids))
         return ids
 
+    def node_times(self, run_id: int) -> list[tuple[int, str]]:
+        """(id, created_at) of the run's nodes, oldest first."""
+        return [(r["id"], r["created_at"]) for r in
+                self._all("SELECT id, created_at FROM nodes WHERE run_id = ? ORDER BY id", (run_id,))]
+
     def node(self, node_id: int) -> Node:
         row = self._one("SELECT * FROM nodes WHERE id = ?", (node_id,))
         if row is None:
@@ -348,17 +354,14 @@ class TraceStore:
             row[k] = _loads(row.pop(f"{k}_json"))
         return row
 
-    def best_node(self, run_id: int) -> Node | None:
-        """The best verified node by the search's own rule (:func:`optiml.best.choose_best`: the
-        fewest edits within the fastest node's timing noise); a failed candidate is never best."""
+    def verified(self, run_id: int) -> list[Ranked]:
+        """The run's verified and timed nodes, as :func:`optiml.best.choose_best` ranks them."""
         rows = self._all("SELECT n.*, e.median_ms AS e_median_ms, e.timing_json AS e_timing_json,"
                          " e.result_json AS e_result_json FROM nodes n JOIN evaluations e ON e.node_id = n.id"
                          " WHERE n.run_id = ? AND e.status = ? AND e.median_ms IS NOT NULL ORDER BY n.id",
                          (run_id, OK))
-        ranked = [Ranked(r["id"], r["e_median_ms"], _spread(_loads(r["e_result_json"]), _loads(r["e_timing_json"])),
-                         r["depth"], r["id"]) for r in rows]
-        pick = choose_best(ranked)
-        return None if pick is None else self.node(pick.key)
+        return [Ranked(r["id"], r["e_median_ms"], stored_spread(_loads(r["e_result_json"]), _loads(r["e_timing_json"])),
+                       r["depth"], r["id"]) for r in rows]
 
     def root_node(self, run_id: int) -> Node | None:
         row = self._one("SELECT * FROM nodes WHERE run_id = ? AND parent_id IS NULL ORDER BY id LIMIT 1", (run_id,))
@@ -414,53 +417,8 @@ class TraceStore:
         for n in self.nodes(run_id):
             yield {"node": n, "evaluation": self.evaluation(n.id)}
 
-    # ------------------------------------------------------------------ resume
-    def search_records(self, run_id: int) -> list[dict]:
-        """The run as the search's records (see ``optiml.search.tree``), in the order they were
-        written: every node with its evaluation as the search saw it (``pending`` where it has
-        none yet), and every attempt (a proposal that did not become a node) after the node that
-        was newest when it was made. Ids are the store's node ids."""
-        records: list[tuple[tuple, dict]] = []
-        nodes = self.nodes(run_id)
-        for n in nodes:
-            e = self.evaluation(n.id)
-            rec = {"id": n.id, "parent": n.parent_id, "source": self.source(n.source_hash),
-                   "flags": list((n.flags or {}).get("extra") or ()), "edit": n.edit or "",
-                   "rationale": n.rationale or "", "proposer": n.proposer or "",
-                   "prior": n.prior if n.prior is not None else 1.0, "call": n.call}
-            if e is None:
-                rec.update(status="pending", result={})
-            else:
-                rec.update(status=e["status"], result=_search_result(e))
-            records.append(((n.id, 0, 0), rec))
-        times = None                    # node creation times, for attempts written before schema m002
-        for p in self._all("SELECT * FROM proposals WHERE run_id = ? ORDER BY id", (run_id,)):
-            rec = _loads(p["parsed_edits_json"])
-            if p.get("kind") == "exchange" or not isinstance(rec, dict) or rec.get("id", 0) is not None \
-                    or rec.get("status") not in ("edit_failed", "duplicate"):
-                continue
-            seq = p.get("seq")
-            if seq is None:        # written before schema m002: place it by time
-                times = times or self._all("SELECT id, created_at FROM nodes WHERE run_id = ? ORDER BY id", (run_id,))
-                seq = max((t["id"] for t in times if t["created_at"] <= p["created_at"]),
-                          default=nodes[0].id if nodes else 0)
-            records.append(((seq, 1, p["id"]), dict(rec, parent=p["node_id"])))
-        return [r for _, r in sorted(records, key=lambda kr: kr[0])]
 
-
-def _search_result(e: dict) -> dict:
-    """The evaluation dict the search works on, from an evaluations row (``result_json`` since
-    schema m002; rebuilt from the other columns for older rows)."""
-    if e.get("result"):
-        return dict(e["result"])
-    spread = _spread(None, e.get("timing"))
-    build = e.get("build") or {}
-    return {"status": e["status"], "message": (e.get("verify") or {}).get("message", ""),
-            "median_ms": e.get("median_ms"), "spread": spread, "metrics": e.get("metrics") or {},
-            "diagnosis": e.get("diagnosis") or [], "resources": build.get("resources") or {}}
-
-
-def _spread(result: dict | None, timing: dict | None) -> float | None:
+def stored_spread(result: dict | None, timing: dict | None) -> float | None:
     """A candidate's relative timing noise: the search's own figure when stored (schema m002),
     else its timing's IQR over its median, as ``TimingResult.spread`` computes it."""
     if (result or {}).get("spread") is not None:
