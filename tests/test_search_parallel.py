@@ -373,3 +373,38 @@ def test_an_exception_in_the_pipeline_propagates():
     with pytest.raises(RuntimeError, match="a bug in the pipeline"):
         m.run()
     pipeline.pool.shutdown()
+
+
+# -- PUCT with evaluations in flight -------------------------------------------------------------
+
+def _puct_tree(root_visits, children):
+    """A search whose root has the given children: (q, visits, inflight, status, prior) each."""
+    from optiml.search.result import Result
+    from optiml.search.tree import Node
+
+    m = MCTS(ROOT, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=1, c_puct=1.0))
+    root = m.root
+    root.status, root.result, root.visits = "ok", Result("ok", median_ms=1.0), root_visits
+    for i, (q, visits, inflight, status, prior) in enumerate(children):
+        c = Node(id=i + 1, parent=root, source=f"// {i}\n" + ROOT, status=status, prior=prior,
+                 result=Result(status, median_ms=1.0 if status == "ok" else None),
+                 visits=visits, value_sum=q * visits, inflight=inflight)
+        root.children.append(c)
+        root.inflight += inflight
+    return m, root
+
+
+def test_puct_counts_a_childs_evaluations_in_flight_as_visits():
+    # equal in all but one evaluation in flight below the first: the second is explored
+    m, root = _puct_tree(3, [(0.0, 1, 1, "ok", 1.0), (0.0, 1, 0, "ok", 1.0)])
+    assert m._select_child(root, {}) is root.children[1]
+
+
+def test_puct_counts_evaluations_in_flight_below_the_parent_in_its_exploration_term():
+    # A is better (q 0.5, 4 visits) than B (q 0, 1 visit); with 6 visits at the root A wins, but
+    # ten more evaluations in flight under the root (in running siblings) make exploring B worth more
+    running = [(0.0, 0, 1, "running", 1e-6)] * 10
+    m, root = _puct_tree(6, [(0.5, 4, 0, "ok", 1.0), (0.0, 1, 0, "ok", 1.0)])
+    assert m._select_child(root, {}) is root.children[0]
+    m, root = _puct_tree(6, [(0.5, 4, 0, "ok", 1.0), (0.0, 1, 0, "ok", 1.0)] + running)
+    assert m._select_child(root, {}) is root.children[1]

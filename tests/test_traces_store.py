@@ -217,3 +217,20 @@ def test_running_rows_of_a_live_worker_are_not_stale(tmp_path):
         store.db.execute("UPDATE nodes SET worker_host = 'elsewhere' WHERE id = ?", (n,))
         store.db.conn.commit()
         assert [x.id for x in store.stale_running(run)] == [n]
+
+
+@pytest.mark.parametrize("state", ["done", "failed"])
+def test_only_a_pending_or_running_node_can_be_finished(tmp_path, state):
+    with TraceStore(tmp_path / "t.db") as store:
+        run = store.start_run("vadd")
+        n = store.add_node(run, None, "src")
+        with store._write():            # a node another process finished (its row checked first)
+            store.db.execute("UPDATE nodes SET status = ? WHERE id = ?", (state, n))
+        with pytest.raises(ValueError, match="not pending or running"):
+            store.finish_node(n, {"status": "ok", "median_ms": 1.0})
+        assert store.evaluation(n) is None and store.node(n).status == state     # rolled back
+        m = store.add_node(run, n, "src2")
+        store.finish_node(m, {"status": "ok", "median_ms": 2.0})                 # pending: fine
+        with pytest.raises((ValueError, sqlite3.IntegrityError)):
+            store.finish_node(m, {"status": "wrong_output"}, status="failed")
+        assert store.node(m).status == "done" and store.evaluation(m)["median_ms"] == 2.0
