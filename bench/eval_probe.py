@@ -139,7 +139,7 @@ def main() -> int:
     ap.add_argument("--caches", help="comma-separated --cache-control values")
     ap.add_argument("--each-metric", action="store_true", help="one ncu per requested metric")
     a = ap.parse_args()
-    from optiml.optimize import visible_gpus
+    from optiml.gpus import visible_gpus
 
     name = dict(visible_gpus()).get(a.device, "")
     for ex in a.example or ["transpose_naive", "reduce_sum"]:

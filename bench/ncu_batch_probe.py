@@ -49,10 +49,11 @@ def main() -> int:
     src = (ROOT / "examples/transpose_naive/transpose_naive.cu").read_text()
     b = NvccBuilder(detect_arch()).build(src, ("-O3",))
     sym = next(iter(b.symbols.values()))
+    from optiml.gpus import gpu_facts
+
     ncu = find_ncu()
     prof = NcuProfiler()
-    name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-                          capture_output=True, text=True).stdout.strip()
+    name = gpu_facts()[0] or ""
     metrics, _ = prof.metric_list(name)
     print(f"{len(metrics)} metrics", flush=True)
     for k in (1, 4, 16):

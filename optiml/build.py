@@ -171,17 +171,17 @@ def nvcc_version() -> str:
 
 def detect_arch() -> str:
     """``sm_XY`` of GPU 0 (through nvidia-smi), or an EnvironmentProblem telling the user to pass --arch."""
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=30).stdout.split()
-            if out and re.fullmatch(r"\d+\.\d+", out[0]):
-                major, minor = out[0].split(".")
-                return f"sm_{major}{minor}"
-        except (subprocess.SubprocessError, OSError):
-            pass
+    from .gpus import compute_capability
+
+    arch = compute_capability()
+    if arch:
+        return arch
     raise EnvironmentProblem("no GPU was found (nvidia-smi gave no compute capability); pass --arch, e.g. --arch sm_90, to build without one.")
+
+
+def resolve_arch(arch: str | None) -> str:
+    """``--arch`` normalised, or the GPU's own."""
+    return normalize_arch(arch) if arch else detect_arch()
 
 
 def normalize_arch(arch: str) -> str:

@@ -44,7 +44,7 @@ from .build import (BuildResult, KeyLocks, NvccBuilder, build_key, default_cache
                     normalize_arch, nvcc_version, read_cached)
 from .errors import EnvironmentProblem, UserError
 from .verify.harness import DEFAULT_TIMEOUT_S as HARNESS_TIMEOUT_S
-from .verify.harness import HarnessJob, HarnessResult, KernelBinary, SubprocessHarness
+from .verify.harness import HarnessBase, HarnessJob, HarnessResult, KernelBinary, SubprocessHarness
 
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hh", ".inc")
 HEADER_LIMIT = 16 << 20          # bytes of headers shipped with one build
@@ -286,7 +286,7 @@ def _write(path: Path, data: bytes) -> None:
 
 # ------------------------------------------------------------------------------- GPU jobs
 
-class DaskHarness(_OnCluster):
+class DaskHarness(_OnCluster, HarnessBase):
     """GPU jobs on dask workers, each in a :class:`SubprocessHarness` child there.
 
     ``resources`` picks the workers (e.g. ``{"GPU": 1}``; default none: any worker);
@@ -305,7 +305,7 @@ class DaskHarness(_OnCluster):
     def connect(cls, address: str, timeout_s: float = HARNESS_TIMEOUT_S, **kw) -> "DaskHarness":
         return cls(address, timeout_s, **kw)
 
-    def run(self, job: HarnessJob) -> HarnessResult:
+    def run(self, job: HarnessJob, lend=None) -> HarnessResult:
         t0 = time.perf_counter()
         try:
             files = {p: Path(p).read_bytes() for p in _job_files(job)}

@@ -2,7 +2,7 @@
 import pytest
 
 from optiml.errors import UserError
-from optiml.optimize import parse_gpus
+from optiml.gpus import parse_gpus
 
 TWO = [(0, "NVIDIA H200"), (1, "NVIDIA H200")]
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from optiml.cli import _Group
-from optiml.traces.cli_commands import COMMANDS
+from optiml.cli.traces import COMMANDS
 from optiml.traces.store import TraceStore
 from tests.conftest import assert_one_sentence_error
 from tests.test_traces_report import BOUNDED, make_trajectory

@@ -6,12 +6,12 @@ the arguments against the kernel's parameters. Each problem is one sentence that
 the file and the field.
 """
 from .checks import check_against_source, check_expressions
-from .load import find_spec, load_spec, parse_spec
+from .load import find_spec, load_spec, load_task, parse_spec, read_kernel
 from .model import (DISTS, MAX_ARRAY_BYTES, MAX_BLOCK, MAX_GRID, MAX_SHARED_MEM, MAX_SIZE, MIN_TRIALS, ROLES, ArgSpec,
                     Init, Launch, LaunchSpec, Reference, TaskSpec, TimingConfig, Tolerance, VerifyConfig)
 from ..errors import SpecError
 
 __all__ = ["ArgSpec", "DISTS", "Init", "Launch", "LaunchSpec", "MAX_ARRAY_BYTES", "MAX_BLOCK", "MAX_GRID",
            "MAX_SHARED_MEM", "MAX_SIZE", "MIN_TRIALS", "ROLES", "Reference", "SpecError", "TaskSpec", "TimingConfig",
-           "Tolerance", "VerifyConfig", "check_against_source", "check_expressions", "find_spec", "load_spec",
+           "Tolerance", "VerifyConfig", "check_against_source", "check_expressions", "find_spec", "load_spec", "load_task", "read_kernel",
            "parse_spec"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import dtypes as _dt
-from ..errors import ExprError, SpecError
+from ..errors import ExprError, SpecError, UserError
 from ..expr import show
 from ..source import parse_source
 from .checks import check_against_source, check_expressions
@@ -352,3 +352,19 @@ def _init(a: _Reader, data, dtype: str) -> Init:
     value = ir.number("value", default=...)
     within("value", value)
     return Init(dist, value=value)
+
+
+def read_kernel(path: Path) -> str:
+    """A kernel file's text, or a UserError naming it."""
+    if not path.is_file():
+        raise UserError(f"{path}: kernel file not found.")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file.") from None
+
+
+def load_task(kernel: Path, spec_path: Path | None = None) -> tuple[str, TaskSpec]:
+    """The kernel's source and its task spec (``spec_path``, or kernel.toml beside it)."""
+    source = read_kernel(kernel)
+    return source, load_spec(find_spec(kernel, spec_path), kernel, kernel_source=source)

@@ -124,10 +124,35 @@ class HarnessResult:
 
 
 class Harness(Protocol):
-    def run(self, job: HarnessJob) -> HarnessResult: ...
+    """Runs GPU jobs. ``lends_gpu``: ``run`` takes the caller's device lock as ``lend`` and gives
+    it back while the job computes on the host; ``starts``: GPU children started so far."""
+    lends_gpu: bool
+    timeout_s: float
+    starts: int
+
+    def run(self, job: HarnessJob, lend=None) -> HarnessResult: ...
+
+    def start(self) -> None:
+        """Get ready for the first job (a persistent worker opens its GPU context)."""
+
+    def close(self) -> None:
+        """Stop what it started."""
 
 
-class SubprocessHarness:
+class HarnessBase:
+    """The :class:`Harness` members a harness without a persistent child needs."""
+    lends_gpu = False
+    timeout_s = DEFAULT_TIMEOUT_S
+    starts = 0
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class SubprocessHarness(HarnessBase):
     """Runs each job in a fresh child process with a wall-clock timeout."""
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None, env: dict | None = None,
@@ -137,7 +162,7 @@ class SubprocessHarness:
         self.python = python or sys.executable
         self.env = env
 
-    def run(self, job: HarnessJob) -> HarnessResult:
+    def run(self, job: HarnessJob, lend=None) -> HarnessResult:
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="optiml-job-") as tmp:
             d = Path(tmp)

@@ -1,4 +1,4 @@
-"""GPU tests of the concurrent pipeline (EvaluationPool) with the real worker and ncu: a spec
+"""GPU tests of the concurrent runner (Runner) with the real worker and ncu: a spec
 with a Python reference (the worker lends the GPU while it computes it), batches under ncu
 processes started ahead, and nothing left running after close.
 
@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from optiml.build import NvccBuilder, detect_arch
-from optiml.pipeline import Candidate, Evaluator
-from optiml.pool import EvaluationPool
+from optiml.runner import Candidate, Preparer, Runner, standard_stages
+from optiml.verify.server import WorkerHarness
 from optiml.profiler.ncu import NcuProfiler, find_ncu
 from optiml.spec import find_spec, load_spec
 from tests.conftest import EXAMPLES
@@ -29,10 +29,10 @@ def _batch_children() -> list[str]:
 def test_pool_with_a_python_reference_lends_the_gpu_and_profiles_every_candidate(tmp_path):
     source = REDUCE.read_text()
     spec = load_spec(find_spec(REDUCE), REDUCE, kernel_source=source)
-    ev = Evaluator(spec, source, NvccBuilder(detect_arch(), cache_dir=tmp_path / "cache"), None,
-                   include_dir=REDUCE.parent, kernel_name=REDUCE.name, profiler=NcuProfiler())
+    prep = Preparer(spec, source, NvccBuilder(detect_arch(), cache_dir=tmp_path / "cache"),
+                    include_dir=REDUCE.parent, kernel_name=REDUCE.name)
     blocks = (64, 128, 256, 512, 1024, 256)
-    with EvaluationPool(ev, [0], max_batch=2) as pool:
+    with Runner(standard_stages(prep, NcuProfiler()), [0], harness_factory=WorkerHarness, max_batch=2) as pool:
         futures = [pool.submit(Candidate(source.replace("#define BLOCK 256", f"#define BLOCK {b}"), name=f"b{b}.cu"))
                    for b in blocks]
         results = [f.result(timeout=600) for f in futures]

@@ -1,94 +1,30 @@
-"""The ``optiml`` command. The only place that wires concrete classes together and prints."""
+"""``optiml init | build | eval | profile``: one kernel, no search."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import click
-from loguru import logger
 
-from . import __version__
-from .errors import UserError
-
-EXIT_CANDIDATE_FAILED = 3
-
-
-class _Group(click.Group):
-    """Turns optiml's UserError into one line on stderr, never a traceback."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except UserError as e:
-            raise click.ClickException(str(e)) from None
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="optiml")
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
-@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
-def main(verbose: int, quiet: bool) -> None:
-    """optiml: make CUDA kernels faster by searching source edits under verification.
-
-    \b
-    Start with a kernel and its task spec (kernel.toml beside kernel.cu):
-      optiml init kernel.cu        write a draft spec from the kernel's signature
-      optiml build kernel.cu       compile and show registers, shared memory, spills (no GPU needed)
-      optiml eval kernel.cu        build, verify against the reference and time it on the GPU
-    """
-    logger.remove()
-    level = "ERROR" if quiet else {0: "WARNING", 1: "INFO"}.get(verbose, "DEBUG")
-    logger.add(sys.stderr, level=level, format="<level>{level: <7}</level> {message}")
-    logger.enable("optiml")
-
-
-def _read_kernel(path: Path) -> str:
-    if not path.is_file():
-        raise UserError(f"{path}: kernel file not found.")
-    try:
-        return path.read_text()
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file.") from None
-
-
-def _load(kernel: Path, spec_path: Path | None):
-    from .spec import find_spec, load_spec
-
-    source = _read_kernel(kernel)
-    spec = load_spec(find_spec(kernel, spec_path), kernel, kernel_source=source)
-    return source, spec
-
-
-def _arch(arch: str | None) -> str:
-    from .build import detect_arch, normalize_arch
-
-    return normalize_arch(arch) if arch else detect_arch()
-
-
-def _require_gpu(command: str) -> None:
-    import importlib.util
-
-    if shutil.which("nvidia-smi") is None:
-        raise UserError(f"no GPU was found (nvidia-smi is not on PATH); `optiml {command}` runs kernels and needs a "
-                        f"CUDA GPU (`optiml build` checks compilation without one).")
-    if importlib.util.find_spec("pycuda") is None:
-        raise UserError("pycuda is not installed; install the gpu extra: pip install 'optiml-kernels[gpu]'.")
+from ..errors import UserError
+from ..status import Category, Status, category
+from .options import EXIT_CANDIDATE_FAILED, arch_option, json_option, spec_option, timeout_option
 
 
 # --------------------------------------------------------------------------------- init
 
-@main.command()
+@click.command()
 @click.argument("kernel", type=click.Path(path_type=Path))
 @click.option("--entry", help="Which __global__ function, when the file has several.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write (default: kernel.toml beside the kernel).")
 @click.option("--force", is_flag=True, help="Overwrite an existing spec.")
 def init(kernel: Path, entry: str | None, output: Path | None, force: bool) -> None:
     """Write a draft task spec for KERNEL from its signature; TODO marks what to check."""
-    from .draft import draft_spec
+    from ..draft import draft_spec
+    from ..spec import read_kernel
 
-    text = draft_spec(_read_kernel(kernel), kernel, entry)
+    text = draft_spec(read_kernel(kernel), kernel, entry)
     out = output or kernel.with_suffix(".toml")
     if out.exists() and not force:
         raise UserError(f"{out}: already exists; pass --force to overwrite it.")
@@ -99,18 +35,19 @@ def init(kernel: Path, entry: str | None, output: Path | None, force: bool) -> N
 
 # --------------------------------------------------------------------------------- build
 
-@main.command()
+@click.command()
 @click.argument("kernel", type=click.Path(path_type=Path))
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Task spec (default: kernel.toml beside the kernel).")
-@click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
-@click.option("--timeout", default=120.0, show_default=True, help="Seconds before nvcc is stopped.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@spec_option
+@arch_option
+@timeout_option(120.0, "nvcc is stopped")
+@json_option
 def build(kernel: Path, spec_path: Path | None, arch: str | None, timeout: float, as_json: bool) -> None:
     """Compile KERNEL to a cubin and report ptxas resource usage (no GPU needed with --arch)."""
-    from .build import NvccBuilder
+    from ..build import NvccBuilder, resolve_arch
+    from ..spec import load_task
 
-    source, spec = _load(kernel, spec_path)
-    builder = NvccBuilder(_arch(arch), timeout_s=timeout)
+    source, spec = load_task(kernel, spec_path)
+    builder = NvccBuilder(resolve_arch(arch), timeout_s=timeout)
     result = builder.build(source, spec.nvcc_flags, include_dir=kernel.resolve().parent, name=kernel.name)
     res = result.entry_resources(spec.entry)
     if as_json:
@@ -138,28 +75,30 @@ def _build_line(result, res) -> str:
 
 # --------------------------------------------------------------------------------- eval
 
-@main.command("eval")
+@click.command("eval")
 @click.argument("kernel", type=click.Path(path_type=Path))
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Task spec (default: kernel.toml beside the kernel).")
+@spec_option
 @click.option("--reference-kernel", type=click.Path(path_type=Path),
               help="When the spec's reference is the seed: the seed kernel, if KERNEL is a variant of it.")
-@click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
+@arch_option
 @click.option("--device", default=0, show_default=True, help="CUDA device ordinal.")
 @click.option("--seed", type=int, help="Seed for the input draws (default: fresh, and printed).")
-@click.option("--timeout", default=120.0, show_default=True, help="Seconds before the GPU child is killed.")
+@timeout_option(120.0, "the GPU child is killed")
 @click.option("--no-time", is_flag=True, help="Verify only.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@json_option
 def eval_(kernel: Path, spec_path: Path | None, reference_kernel: Path | None, arch: str | None, device: int,
           seed: int | None, timeout: float, no_time: bool, as_json: bool) -> None:
     """Build KERNEL, verify it against the reference and time it on the GPU."""
-    from .build import NvccBuilder
-    from .runner import Candidate, Runner
-    from .verify.harness import SubprocessHarness
+    from ..build import NvccBuilder, resolve_arch
+    from ..gpus import require_gpu
+    from ..runner import Candidate, Runner
+    from ..spec import load_task, read_kernel
+    from ..verify.harness import SubprocessHarness
 
-    source, spec = _load(kernel, spec_path)
-    seed_source = _read_kernel(reference_kernel) if reference_kernel else source
-    _require_gpu("eval")
-    builder = NvccBuilder(_arch(arch))
+    source, spec = load_task(kernel, spec_path)
+    seed_source = read_kernel(reference_kernel) if reference_kernel else source
+    require_gpu("eval")
+    builder = NvccBuilder(resolve_arch(arch))
     evaluator = Runner.sequential(spec, seed_source, builder, SubprocessHarness(timeout_s=timeout),
                           include_dir=kernel.resolve().parent, seed=seed, device=device,
                           kernel_name=(reference_kernel or kernel).name)
@@ -193,7 +132,7 @@ def format_evaluation(ev, kernel: Path, spec) -> str:
         lines.append(f"verify    {verdict} on {n} case(s) (seed {ev.seed}): max abs err {worst_abs:.3g}, max rel err {worst_rel:.3g}")
     if ev.status != "ok":
         lines.append(f"status    {ev.status}: {ev.message}")
-        if hr is not None and hr.log_tail.strip() and ev.status in ("runtime_error", "timeout", "harness_error", "launch_error"):
+        if hr is not None and hr.log_tail.strip() and (category(ev.status) is Category.CRASH or ev.status == Status.HARNESS_ERROR):
             lines.append("child output (tail):")
             lines.extend("  " + ln for ln in hr.log_tail.strip().splitlines()[-10:])
         if ev.status == "compile_error" and ev.build is not None:
@@ -213,24 +152,24 @@ def format_evaluation(ev, kernel: Path, spec) -> str:
 
 # --------------------------------------------------------------------------------- profile
 
-@main.command()
+@click.command()
 @click.argument("kernel", type=click.Path(path_type=Path), required=False)
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Task spec (default: kernel.toml beside the kernel).")
+@spec_option
 @click.option("--import", "import_path", type=click.Path(path_type=Path),
               help="Read an existing ncu export (raw or details CSV, or .ncu-rep) instead of profiling.")
-@click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
+@arch_option
 @click.option("--clock-control", type=click.Choice(["base", "none"]), default="base", show_default=True,
               help="ncu --clock-control: lock clocks to base, or leave them as they are.")
-@click.option("--timeout", default=180.0, show_default=True, help="Seconds before ncu is stopped.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@timeout_option(180.0, "ncu is stopped")
+@json_option
 def profile(kernel: Path | None, spec_path: Path | None, import_path: Path | None, arch: str | None,
             clock_control: str, timeout: float, as_json: bool) -> None:
     """Profile KERNEL with Nsight Compute (after verifying it), or read one with --import."""
-    from .profiler.diagnosis import diagnose
+    from ..profiler.diagnosis import diagnose
 
     if import_path is not None:
-        from .profiler.model import extract_metrics
-        from .profiler.ncu import import_report
+        from ..profiler.model import extract_metrics
+        from ..profiler.ncu import import_report
 
         if not import_path.is_file():
             raise UserError(f"{import_path}: file not found.")
@@ -253,15 +192,17 @@ def profile(kernel: Path | None, spec_path: Path | None, import_path: Path | Non
     if kernel is None:
         raise UserError("give a KERNEL to profile, or --import FILE to read an existing ncu export.")
 
-    from .build import NvccBuilder
-    from .runner import Candidate, Runner
-    from .profiler.ncu import NcuProfiler
-    from .verify.harness import SubprocessHarness
+    from ..build import NvccBuilder, resolve_arch
+    from ..gpus import require_gpu
+    from ..profiler.ncu import NcuProfiler
+    from ..runner import Candidate, Runner
+    from ..spec import load_task
+    from ..verify.harness import SubprocessHarness
 
-    source, spec = _load(kernel, spec_path)
-    _require_gpu("profile")
+    source, spec = load_task(kernel, spec_path)
+    require_gpu("profile")
     profiler = NcuProfiler(timeout_s=timeout, clock_control=clock_control)
-    evaluator = Runner.sequential(spec, source, NvccBuilder(_arch(arch)), SubprocessHarness(), include_dir=kernel.resolve().parent,
+    evaluator = Runner.sequential(spec, source, NvccBuilder(resolve_arch(arch)), SubprocessHarness(), include_dir=kernel.resolve().parent,
                           kernel_name=kernel.name, profiler=profiler)
     ev = evaluator.evaluate(Candidate(source, name=kernel.name))
     if as_json:
@@ -282,7 +223,7 @@ def profile(kernel: Path | None, spec_path: Path | None, import_path: Path | Non
 
 
 def format_metrics(metrics: dict, diagnosis: list[str]) -> str:
-    from .profiler.metrics import catalogue_by_key
+    from ..profiler.metrics import catalogue_by_key
 
     table = catalogue_by_key()
     lines = []
@@ -296,18 +237,3 @@ def format_metrics(metrics: dict, diagnosis: list[str]) -> str:
         lines.append("diagnosis:")
         lines.extend(f"  - {s}" for s in diagnosis)
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------- trajectories
-
-from .traces.cli_commands import best, export, runs, show  # noqa: E402  (click commands; imports are lazy inside)
-
-for _cmd in (runs, show, best, export):
-    main.add_command(_cmd)
-
-
-# --------------------------------------------------------------------------------- optimize
-
-from .optimize import optimize  # noqa: E402  (a click command; heavy imports are lazy inside)
-
-main.add_command(optimize)

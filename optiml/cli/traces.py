@@ -1,8 +1,4 @@
-"""``optiml runs | show | best | export``: click commands over the trace database.
-
-Registered by ``optiml.cli`` with ``main.add_command(...)``; the group turns UserError into a
-one-line click error.
-"""
+"""``optiml runs | show | best | export``: the trace database, read."""
 from __future__ import annotations
 
 import json
@@ -11,17 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
-from . import DB_ENV, DEFAULT_DB
-
-db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
-                         envvar=DB_ENV, default=DEFAULT_DB, show_default=True,
-                         help=f"Trace database (also ${DB_ENV}).")
-
-
-def _open(db_path: Path):
-    from .store import TraceStore
-
-    return TraceStore(db_path, create=False)
+from .options import db_option, open_store as _open
 
 
 @click.command()
@@ -29,7 +15,7 @@ def _open(db_path: Path):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, for scripts.")
 def runs(db_path: Path, as_json: bool) -> None:
     """List recorded runs: task, status, candidates evaluated, best speedup, when."""
-    from .report import format_runs
+    from ..traces.report import format_runs
 
     with _open(db_path) as store:
         rows = store.runs()
@@ -45,7 +31,7 @@ def runs(db_path: Path, as_json: bool) -> None:
 @click.option("--node", "node_id", type=int, help="Show this candidate in full instead of the path.")
 def show(run_id: int, db_path: Path, node_id: int | None) -> None:
     """Show the path from the seed to the best kernel of RUN_ID: rationale, diff, speedup and metric deltas."""
-    from .report import format_node, format_path
+    from ..traces.report import format_node, format_path
 
     with _open(db_path) as store:
         store.run(run_id)
@@ -68,6 +54,7 @@ def best(run_id: int, db_path: Path, output: Path) -> None:
     with _open(db_path) as store:
         store.run(run_id)
         from ..app.records import best_node
+
         node = best_node(store, run_id)
         if node is None:
             raise UserError(f"run {run_id} has no verified candidate yet, so there is no best kernel to write.")
@@ -89,7 +76,7 @@ def best(run_id: int, db_path: Path, output: Path) -> None:
               help="Output file (default: run-RUN_ID.FORMAT).")
 def export(run_id: int, db_path: Path, fmt: str | None, output: Path | None) -> None:
     """Export RUN_ID as a table, one row per candidate with its metrics as columns."""
-    from .export import export_run
+    from ..traces.export import export_run
 
     if output is None:
         fmt = fmt or "csv"

@@ -1,0 +1,214 @@
+"""``run_optimize``: the search wired to the runner, the proposers and the trace store, with no
+click in it (the ``optiml optimize`` command and a notebook call the same function).
+
+A new run records the spec and kernel, then searches. ``resume=RUN`` rebuilds the tree of a
+stored run (nothing stored is evaluated again; a candidate a killed process left running is
+evaluated first) and goes on to the run's budget or a new one. At the end the best verified
+kernel is verified again on fresh inputs and timed interleaved with the seed by the same runner:
+that figure is the one reported and stored with the run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import UserError
+from ..runner import Candidate, Preparer, Runner, standard_stages
+from ..search.mcts import MCTS, SearchConfig
+from ..search.tree import Node
+from ..status import Status
+from ..traces.store import TraceStore
+from .evaluator import RunnerEvaluator
+from .records import StoreObserver, resume_search
+
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    kernel: Path | None = None             # None with resume: the run's own
+    spec: Path | None = None
+    budget: int | None = None              # None: 200, or the resumed run's
+    time_limit_s: float | None = None
+    seed: int = 0
+    seed_kernels: tuple[Path, ...] = ()
+    proposer: str = "rules"
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    llm_timeout_s: float = 120.0
+    resume: int | None = None
+    profile: bool = True
+    db: Path = Path("optiml.db")
+    arch: str | None = None
+    timeout_s: float = 120.0
+    gpus: str = "all"
+    parallel: int | None = None            # None: 16 per GPU
+    build_jobs: int | None = None
+    cluster: str | None = None
+    output: Path | None = None             # None: KERNEL.optiml.cu
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    run_id: int
+    evaluations: int
+    best_source: str
+    best_path: tuple[str, ...]
+    search_speedup: float | None            # seed over best during the search
+    final: dict                             # the interleaved re-timing (status, seed_ms, best_ms, speedup, ...)
+    output: Path
+
+
+Progress = Callable[[int, int, "float | None"], None]
+"""``on_progress(done, total, best_speedup)`` after every finished candidate."""
+
+
+def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float):
+    from ..edits.rules import RulesProposer
+
+    if kind == "rules":
+        return RulesProposer()
+    from ..edits.llm import LLMConfig, LLMProposer
+
+    llm = LLMProposer.from_config(LLMConfig.from_env(model=llm_model, base_url=llm_base_url, timeout_s=llm_timeout))
+    if kind == "llm":
+        return llm
+    from ..edits.mixed import MixedProposer
+
+    return MixedProposer([RulesProposer(), llm])
+
+
+def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None) -> OptimizeResult:
+    """Search, re-time the best against the seed, write it; raises UserError for what a user can fix."""
+    from ..build import nvcc_version, resolve_arch
+    from ..gpus import gpu_facts, parse_gpus, require_gpu, visible_gpus
+    from ..spec import load_spec, load_task, read_kernel
+
+    if opts.budget is not None and opts.budget < 1:
+        raise UserError(f"--budget must be at least 1, not {opts.budget}.")
+    for flag, value in (("--parallel", opts.parallel), ("--jobs", opts.build_jobs)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, not {value}.")
+    store = TraceStore(opts.db, create=opts.resume is None)
+    kernel, proposer, seed, profile = opts.kernel, opts.proposer, opts.seed, opts.profile
+    llm_model, llm_base_url = opts.llm_model, opts.llm_base_url
+    if opts.resume is None:
+        if kernel is None:
+            raise UserError("give the KERNEL to optimize, or --resume RUN to continue a stored run.")
+        budget = 200 if opts.budget is None else opts.budget
+        source, spec = load_task(kernel, opts.spec)
+        seeds = [read_kernel(p) for p in opts.seed_kernels]
+        config = {"budget": budget, "seed": seed, "proposer": proposer, "profile": profile,
+                  "kernel": str(kernel.resolve()), "spec": str(spec.path.resolve()), "llm_model": llm_model,
+                  "llm_base_url": llm_base_url}
+    else:
+        run = store.run(opts.resume)
+        config = dict(run["config"] or {})
+        if opts.seed_kernels:
+            raise UserError("--seed-kernel joins a new run; a resumed run keeps its own seed kernels.")
+        kernel = kernel or Path(config.get("kernel") or "")
+        spec_file = opts.spec or Path(config.get("spec") or "")
+        if not spec_file.is_file():
+            raise UserError(f"run {opts.resume}'s spec {spec_file} is gone; pass --spec with the same spec.")
+        if spec_file.read_text() != run["spec_toml"]:
+            raise UserError(f"{spec_file} changed since run {opts.resume} started; its results would not compare "
+                            f"(start a new run).")
+        source = run["kernel_source"]
+        spec = load_spec(spec_file, kernel, kernel_source=source)
+        seeds = []
+        seed, proposer = int(config.get("seed") or run["seed"] or 0), config.get("proposer", "rules")
+        profile = profile and config.get("profile", True)
+        llm_model = llm_model or config.get("llm_model")
+        llm_base_url = llm_base_url or config.get("llm_base_url")
+        budget = opts.budget if opts.budget is not None else int(run["budget"] or config.get("budget") or 200)
+    prop = make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s)
+    require_gpu("optimize")
+    devices = parse_gpus(opts.gpus, visible_gpus())
+    parallel = opts.parallel or 16 * len(devices)
+    prep = Preparer(spec, source, _builder(resolve_arch(opts.arch), opts.cluster), include_dir=kernel.resolve().parent,
+                    kernel_name=kernel.name)
+    if opts.resume is None:
+        device, driver = gpu_facts()
+        run_id = store.start_run(spec.entry, spec_toml=spec.path.read_text(), kernel_source=source, config=config,
+                                 seed=seed, budget=budget, device=device, nvcc_version=nvcc_version(),
+                                 driver_version=driver)
+    else:
+        run_id = opts.resume
+        store.set_run_budget(run_id, budget)
+        store.set_run_status(run_id, "running")
+    from ..profiler.ncu import NcuProfiler
+    from ..verify.server import WorkerHarness
+
+    stages = standard_stages(prep, NcuProfiler() if profile else None)
+    with Runner(stages, devices, harness_factory=lambda d: WorkerHarness(d, timeout_s=opts.timeout_s),
+                build_workers=opts.build_jobs) as runner:
+        evaluator = RunnerEvaluator(runner)
+        cfg = SearchConfig(budget=budget, time_limit_s=opts.time_limit_s, seed=seed, parallel=parallel)
+        if opts.resume is not None:
+            search = resume_search(store, run_id, evaluator, prop, config=cfg, task=spec.summary(), entry=spec.entry)
+            if store.nodes(run_id, "running"):
+                raise UserError(f"run {run_id} is being searched by another live optiml process; wait for it or stop it.")
+        else:
+            search = MCTS(source, evaluator, prop, seed_sources=seeds, config=cfg,
+                          observer=StoreObserver(store, run_id, evaluator), task=spec.summary(), entry=spec.entry)
+        best = _search(store, run_id, search, evaluator, budget, opts.resume is not None, on_progress)
+        root = search.root
+        if root.status != Status.OK:
+            store.set_run_status(run_id, "failed")
+            raise UserError(f"{kernel}: the kernel itself does not verify ({root.status}: "
+                            f"{root.result.message}); fix it first.")
+        final = final_timing(runner, root, best)
+    store.set_run_result(run_id, final)
+    store.set_run_status(run_id, "done")
+    out = opts.output or kernel.with_suffix(".optiml.cu")
+    out.write_text(best.source)
+    return OptimizeResult(run_id=run_id, evaluations=search.evaluations, best_source=best.source,
+                          best_path=tuple(best.path()), output=out, final=final,
+                          search_speedup=root.median_ms / best.median_ms if root.median_ms and best.median_ms else None)
+
+
+def _builder(arch: str, cluster: str | None):
+    if cluster:
+        from ..cluster import DaskBuilder
+
+        return DaskBuilder.connect(cluster, arch)
+    from ..build import NvccBuilder
+
+    return NvccBuilder(arch)
+
+
+def _search(store: TraceStore, run_id: int, search: MCTS, evaluator: RunnerEvaluator, budget: int, resumed: bool,
+            on_progress: Progress | None) -> Node | None:
+    """Run the search, telling ``on_progress`` after every finished candidate."""
+    ok = [n.median_ms for n in search.nodes if n.status == Status.OK and n.median_ms]
+    state = {"root": search.root.median_ms, "best": min(ok) if ok else None, "done": 0}
+    total = max(0, budget - search.evaluations) + (0 if resumed else 1)
+
+    def on_done(ev, result):
+        if ev.ok and ev.median_ms:
+            state["root"] = state["root"] or ev.median_ms
+            state["best"] = min(state["best"] or ev.median_ms, ev.median_ms)
+        state["done"] += 1
+        if on_progress is not None:
+            on_progress(state["done"], total, state["root"] / state["best"] if state["root"] and state["best"] else None)
+
+    evaluator.on_done = on_done
+    try:
+        return search.run()
+    except KeyboardInterrupt:
+        store.set_run_status(run_id, "interrupted")
+        raise
+
+
+def final_timing(runner: Runner, root: Node, best: Node) -> dict:
+    """The best kernel verified again on fresh inputs, then timed interleaved with the seed (one job)."""
+    base = {"search_seed_ms": root.median_ms, "search_best_ms": best.median_ms, "best_edits": list(best.path())}
+    if best is root:
+        return base | {"status": "ok", "message": "the seed is the best", "seed_ms": root.median_ms,
+                       "best_ms": root.median_ms, "speedup": 1.0}
+    ev = runner.evaluate(Candidate(best.source, tuple(best.flags), name="best.cu"), profile=False,
+                         baseline=Candidate(root.source, tuple(root.flags), name="seed.cu"))
+    if not ev.ok or not ev.median_ms or not ev.baseline_ms:
+        return base | {"status": str(ev.status), "message": ev.message}
+    return base | {"status": "ok", "message": "", "seed_ms": ev.baseline_ms, "best_ms": ev.median_ms,
+                   "speedup": ev.baseline_ms / ev.median_ms, "seed": ev.seed}

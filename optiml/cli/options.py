@@ -1,0 +1,28 @@
+"""Options and helpers the commands share, each declared once."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..traces import DB_ENV, DEFAULT_DB
+
+EXIT_CANDIDATE_FAILED = 3
+
+spec_option = click.option("--spec", "spec_path", type=click.Path(path_type=Path),
+                           help="Task spec (default: kernel.toml beside the kernel).")
+arch_option = click.option("--arch", help="GPU architecture, e.g. sm_90 (default: the GPU's).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), envvar=DB_ENV,
+                         default=DEFAULT_DB, show_default=True, help=f"Trace database (also ${DB_ENV}).")
+
+
+def timeout_option(default: float, what: str):
+    return click.option("--timeout", default=default, show_default=True, help=f"Seconds before {what}.")
+
+
+def open_store(db_path: Path):
+    """The trace database for viewing (it must exist)."""
+    from ..traces.store import TraceStore
+
+    return TraceStore(db_path, create=False)
