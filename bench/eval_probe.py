@@ -42,7 +42,7 @@ def setup(name: str):
 
 
 def phases(name: str, reps: int) -> None:
-    from optiml.verify.server import WorkerHarness
+    from optiml.verify.worker_client import WorkerHarness
 
     spec, ev, kb, e = setup(name)
     h = WorkerHarness(0)

@@ -83,7 +83,7 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
     from optiml.spec import find_spec, load_spec
     from optiml.traces.store import TraceStore
     from optiml.verify.harness import SubprocessHarness
-    from optiml.verify.server import WorkerHarness
+    from optiml.verify.worker_client import WorkerHarness
 
     kernel = ROOT / "examples" / name / f"{name}.cu"
     source = kernel.read_text()

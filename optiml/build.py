@@ -80,6 +80,8 @@ class BuildResult:
 
 
 class Builder(Protocol):
+    arch: str | None          # the architecture it builds for (None: it does not say)
+
     def build(self, source: str, flags: tuple[str, ...] = (), *, include_dir: Path | None = None,
               name: str = "kernel.cu") -> BuildResult: ...
 

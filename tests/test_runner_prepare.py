@@ -63,6 +63,7 @@ def test_failures_before_the_gpu_are_statuses(tmp_path):
 
 class LostBuildFake:
     """A builder whose (remote) worker died, as DaskBuilder reports it."""
+    arch = "sm_90"
 
     def build(self, source, flags=(), *, include_dir=None, name="kernel.cu"):
         from optiml.build import BuildResult

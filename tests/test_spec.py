@@ -222,6 +222,8 @@ def test_launch_beyond_cuda_limits_is_a_launch_error(tmp_path):
             spec.resolve_launch({"N": 1000}, parse_source(variant))
 
         class Untouched(FakeHarness):
+            arch = None
+
             def build(self, *a, **k):
                 raise AssertionError("a launch error must stop the candidate before the build")
             run = build

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from optiml.verify.timing import median_ci, median_ci_rel, timing_stats
+from optiml.verify.timing_stats import median_ci, median_ci_rel, timing_stats
 from tests.test_spec import SPEC, load
 from optiml.spec import SpecError
 

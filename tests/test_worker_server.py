@@ -1,4 +1,4 @@
-"""The persistent GPU worker's parent side (optiml.verify.server.WorkerHarness), exercised with
+"""The persistent GPU worker's parent side (optiml.verify.worker_client.WorkerHarness), exercised with
 fake children (bash scripts standing in for `python -m optiml.verify.worker --serve DIR FD DEV`):
 one child serves many jobs; a job that hangs, kills its child or floods the log costs that job
 alone, and the next job gets a fresh child."""
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from optiml.verify.server import WorkerHarness
+from optiml.verify.worker_client import WorkerHarness
 from tests.test_harness_parent import job  # noqa: F401  (the same fixture: a job no GPU ever sees)
 
 # $4 = work dir, $5 = control fd; each line on stdin is a job number

@@ -137,7 +137,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None) -> 
         store.set_run_budget(run_id, budget)
         store.set_run_status(run_id, "running")
     from ..profiler.ncu import NcuProfiler
-    from ..verify.server import WorkerHarness
+    from ..verify.worker_client import WorkerHarness
 
     stages = standard_stages(prep, NcuProfiler() if profile else None)
     with Runner(stages, devices, harness_factory=lambda d: WorkerHarness(d, timeout_s=opts.timeout_s),

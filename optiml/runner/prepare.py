@@ -140,9 +140,8 @@ class Preparer:
             if self._ops is None:
                 from ..verify.gpu_ops import cubin_for
 
-                arch = getattr(self.builder, "arch", None)
                 try:
-                    self._ops = str(cubin_for(arch)) if arch else ""
+                    self._ops = str(cubin_for(self.builder.arch)) if self.builder.arch else ""
                 except Exception as e:   # no nvcc for it, or it failed: the host path still works
                     logger.warning("the gpu_ops kernels did not build ({}); inputs are drawn on the host", e)
                     self._ops = ""

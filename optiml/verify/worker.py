@@ -25,7 +25,7 @@ from .gpu import DeviceCase, Gpu, KernelFault, Stage, _free, _launch, _new_case,
 from .harness import HarnessJob, HarnessResult
 from .inputs import CaseData, make_case
 from .profiled import profile_batch, profile_once
-from .timed import time_kernels
+from .gpu_timing import time_kernels
 
 
 def _run_once(gpu: Gpu, fn, launch: Launch, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ import pytest
 
 from optiml.build import NvccBuilder, detect_arch
 from optiml.runner import Candidate, Preparer, Runner, standard_stages
-from optiml.verify.server import WorkerHarness
+from optiml.verify.worker_client import WorkerHarness
 from optiml.profiler.ncu import NcuProfiler, find_ncu
 from optiml.spec import find_spec, load_spec
 from tests.conftest import EXAMPLES

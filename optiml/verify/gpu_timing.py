@@ -6,7 +6,7 @@ import time
 
 from .gpu import Gpu, KernelFault, Stage, _copy_on_device, _free, _launch, _new_case, timing_seed
 from .harness import HarnessJob, KernelBinary, TimingResult
-from .timing import median_ci_rel, timing_stats
+from .timing_stats import median_ci_rel, timing_stats
 
 
 def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelBinary],
