@@ -193,6 +193,8 @@ def _search(store: TraceStore, run_id: int, search: MCTS, evaluator: RunnerEvalu
             on_progress(state["done"], total, state["root"] / state["best"] if state["root"] and state["best"] else None)
 
     evaluator.on_done = on_done
+    if on_progress is not None:
+        on_progress(0, total, state["root"] / state["best"] if state["root"] and state["best"] else None)
     try:
         return search.run()
     except KeyboardInterrupt:

@@ -70,7 +70,7 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
             bar = click.progressbar(length=total, label="optimizing", show_pos=True, file=sys.stderr)
             bar.__enter__()
         bar.label = "optimizing" + (f" (best {speedup:.2f}x)" if speedup else "")
-        bar.update(1)
+        bar.update(done - bar.pos)
 
     try:
         r = run_optimize(opts, on_progress)
