@@ -45,6 +45,7 @@ from .build import (BuildResult, KeyLocks, NvccBuilder, build_key, default_cache
 from .errors import EnvironmentProblem, UserError
 from .verify.harness import DEFAULT_TIMEOUT_S as HARNESS_TIMEOUT_S
 from .verify.harness import HarnessBase, HarnessJob, HarnessResult, KernelBinary, SubprocessHarness
+from .status import Status
 
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hh", ".inc")
 HEADER_LIMIT = 16 << 20          # bytes of headers shipped with one build
@@ -310,13 +311,13 @@ class DaskHarness(_OnCluster, HarnessBase):
         try:
             files = {p: Path(p).read_bytes() for p in _job_files(job)}
         except OSError as e:
-            return HarnessResult("harness_error", f"could not read {e.filename} to send it to the dask cluster "
+            return HarnessResult(Status.HARNESS_ERROR, f"could not read {e.filename} to send it to the dask cluster "
                                                   f"({e.strerror or e}).")
         try:
             value = self._call("the GPU job", _remote_run, job, files, self.timeout_s, self.python)
         except _NotReturned as e:
             logger.warning("dask GPU job: {}", e)
-            return HarnessResult("harness_error", f"{e}.", wall_s=time.perf_counter() - t0)
+            return HarnessResult(Status.HARNESS_ERROR, f"{e}.", wall_s=time.perf_counter() - t0)
         result = HarnessResult.from_dict(value)
         result.wall_s = time.perf_counter() - t0
         return result

@@ -13,6 +13,7 @@ import numpy as np
 from ..spec import Launch, TaskSpec
 from .harness import HarnessResult, KernelBinary
 from .inputs import CaseData, make_case, scalar_numpy
+from ..status import Status
 
 
 # pycuda packs arguments with its own struct module: half and bfloat16 scalars go as their bits
@@ -194,7 +195,7 @@ def _open_gpu(device: int) -> tuple[Gpu | None, HarnessResult | None]:
     try:
         return Gpu(device), None
     except ImportError:
-        return None, HarnessResult("harness_error", "pycuda is not installed; install optiml with the gpu extra "
+        return None, HarnessResult(Status.HARNESS_ERROR, "pycuda is not installed; install optiml with the gpu extra "
                                    "(pip install 'optiml-kernels[gpu]')")
     except Exception as e:
-        return None, HarnessResult("harness_error", f"could not open GPU {device}: {e}")
+        return None, HarnessResult(Status.HARNESS_ERROR, f"could not open GPU {device}: {e}")

@@ -23,6 +23,7 @@ from loguru import logger
 from ..procs import child_env, kill_group
 from ..spec import Launch, TaskSpec
 from .compare import CaseCheck, OutputCheck
+from ..status import Status
 
 DEFAULT_TIMEOUT_S = 120.0
 LOG_TAIL = 8_000
@@ -206,18 +207,18 @@ def child_result(outcome: str, result_file: Path | None, stage: str, timeout_s: 
     'timeout' (killed), or 'done' (it answered or ended: its result file, if it wrote one and
     ``result_file`` is given, else how it exited)."""
     if outcome == "flooded":
-        return HarnessResult("runtime_error", f"the GPU child printed more than {log_limit >> 20} MiB"
+        return HarnessResult(Status.RUNTIME_ERROR, f"the GPU child printed more than {log_limit >> 20} MiB"
                              f"{' during ' + stage if stage else ''} and was stopped")
     if outcome == "timeout":
-        return HarnessResult("timeout", f"the GPU child did not finish within {timeout_s:g} s"
+        return HarnessResult(Status.TIMEOUT, f"the GPU child did not finish within {timeout_s:g} s"
                              f"{' (last stage: ' + stage + ')' if stage else ''} and was killed")
     if result_file is not None and result_file.is_file():
         try:
             return HarnessResult.from_dict(json.loads(result_file.read_text()))
         except (ValueError, TypeError, KeyError) as e:
-            return HarnessResult("harness_error", f"could not read the child's result ({e})")
+            return HarnessResult(Status.HARNESS_ERROR, f"could not read the child's result ({e})")
     sig = f" (signal {signal.Signals(-returncode).name})" if returncode is not None and returncode < 0 else ""
-    return HarnessResult("runtime_error", f"the GPU child exited with code {returncode}{sig} without a result"
+    return HarnessResult(Status.RUNTIME_ERROR, f"the GPU child exited with code {returncode}{sig} without a result"
                          f"{' during ' + stage if stage else ''}")
 
 

@@ -26,6 +26,7 @@ from .harness import HarnessJob, HarnessResult
 from .inputs import CaseData, make_case
 from .profiled import profile_batch, profile_once
 from .gpu_timing import time_kernels
+from ..status import GPU_FAULTS, Status
 
 
 def _run_once(gpu: Gpu, fn, launch: Launch, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]:
@@ -169,14 +170,14 @@ def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessRe
                     _free(gpu, c)
         result.checks.append(check)
         if not check.passed:
-            result.status, result.message = "wrong_output", check.message
+            result.status, result.message = Status.WRONG_OUTPUT, check.message
             return False
     return True
 
 
 def _reference_failure(result: HarnessResult, sizes: dict, e: Exception) -> None:
     """The seed reference kernel faulted (KernelFault), or the user's Python reference raised."""
-    result.status = "reference_error"
+    result.status = Status.REFERENCE_ERROR
     if isinstance(e, KernelFault):
         result.message = f"the reference kernel failed at sizes {sizes}: {e}"
     else:
@@ -185,7 +186,7 @@ def _reference_failure(result: HarnessResult, sizes: dict, e: Exception) -> None
 
 def _launch_failure(result: HarnessResult, sizes: dict, msg: str) -> None:
     launch_problem = any(s in msg.lower() for s in ("invalid argument", "out of resources", "too many resources", "invalid value"))
-    result.status = "launch_error" if launch_problem else "runtime_error"
+    result.status = Status.LAUNCH_ERROR if launch_problem else Status.RUNTIME_ERROR
     result.message = f"at sizes {sizes}: {msg}"
 
 
@@ -214,20 +215,20 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, 
         check = _check_case(spec, case.size_index, sizes, case.seed, data, out, ref_out)
         result.checks.append(check)
         if not check.passed:
-            result.status, result.message = "wrong_output", check.message
+            result.status, result.message = Status.WRONG_OUTPUT, check.message
             return False
     return True
 
 
 def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
     """Verify, then time (and check the timed launches), or profile: one job in an open context."""
-    result = HarnessResult(status="ok", device_name=gpu.name, device_pci=gpu.pci)
+    result = HarnessResult(status=Status.OK, device_name=gpu.name, device_pci=gpu.pci)
     gpu.enable_ops(job.ops_cubin)
     if job.profile_tag:
         try:
             profile_once(gpu, job, stage)
         except (KernelFault, gpu.drv.Error) as e:
-            result.status, result.message = "runtime_error", f"while profiling: {e}"
+            result.status, result.message = Status.RUNTIME_ERROR, f"while profiling: {e}"
         return result
     keep: dict = {}
     stage.phases = {}
@@ -237,7 +238,7 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
                 ref = _reference_fn(gpu, job)
                 ok = verify(gpu, job, stage, result, ref, keep)
         except gpu.drv.Error as e:  # loading the module or function
-            result.status, result.message = "launch_error", f"could not load the kernel: {e}"
+            result.status, result.message = Status.LAUNCH_ERROR, f"could not load the kernel: {e}"
             return result
         if ok and job.time_it:
             try:
@@ -253,7 +254,7 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
                 finally:
                     _free(gpu, set0)
             except KernelFault as e:
-                result.status, result.message = "runtime_error", f"while timing: {e}"
+                result.status, result.message = Status.RUNTIME_ERROR, f"while timing: {e}"
         stage("done")
         return result
     finally:
@@ -296,7 +297,7 @@ def serve(workdir: str, ctrl_fd: int, device: int) -> int:
             if gpu is None:
                 result = failed
             elif job.device != device:
-                result = HarnessResult("harness_error", f"this worker holds GPU {device}, the job asks for {job.device}")
+                result = HarnessResult(Status.HARNESS_ERROR, f"this worker holds GPU {device}, the job asks for {job.device}")
             else:
                 result = run_job(gpu, job, stage)
             _write(d / f"result-{n}.json", result)
@@ -312,7 +313,7 @@ def serve(workdir: str, ctrl_fd: int, device: int) -> int:
 
 
 # after these the context may be broken (a sticky CUDA error): the persistent worker exits
-FAULTS = frozenset({"runtime_error", "launch_error", "timeout", "harness_error", "reference_error"})
+FAULTS = GPU_FAULTS
 
 
 def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, set0,
@@ -348,13 +349,13 @@ def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: Harness
         check = _check_case(spec, 0, spec.timing_sizes, set0.seed, data, out, ref_out)
     result.checks.append(check)
     if not check.passed:
-        result.status = "wrong_output"
+        result.status = Status.WRONG_OUTPUT
         result.message = f"the outputs of the timed launches are wrong (verified launches were right): {check.message}"
 
 
 def _timing_reference_failure(result: HarnessResult, e: Exception) -> None:
     # the reference passed on these sizes during verification: this is unexpected
-    result.status, result.message = "reference_error", f"the reference failed on the timing inputs: {e}"
+    result.status, result.message = Status.REFERENCE_ERROR, f"the reference failed on the timing inputs: {e}"
 
 
 def _write(path: Path, result: HarnessResult) -> int:
