@@ -349,16 +349,22 @@ def test_runner_evaluator_keeps_candidates_in_flight_and_stores_each_evaluation(
     store.close()
 
 
-def test_parallel_1_searches_one_at_a_time_through_evaluate():
+def test_parallel_1_searches_one_candidate_at_a_time():
     pipeline = FakeThreadedRunner()
     adapter = RunnerEvaluator(pipeline)
-    submitted = []
-    adapter.submit = lambda *a: submitted.append(a)          # must not be used
     m = MCTS(ROOT, adapter, ScriptedProposer(), config=SearchConfig(budget=10, parallel=1))
     m.run()
     pipeline.pool.shutdown()
-    assert m.evaluations == 10 and pipeline.max_running == 1 and submitted == []
-    assert adapter.take(123) is not None                      # the last evaluate()'s Evaluation
+    assert m.evaluations == 10 and pipeline.max_running == 1
+
+
+def test_an_evaluator_that_returns_nothing_while_candidates_are_in_flight_is_a_bug():
+    pipeline = FakeThreadedRunner()
+    adapter = RunnerEvaluator(pipeline)
+    adapter.submit = lambda *a: None                           # loses every candidate
+    with pytest.raises(RuntimeError, match="nothing"):
+        MCTS(ROOT, adapter, ScriptedProposer(), config=SearchConfig(budget=10, parallel=2)).run()
+    pipeline.pool.shutdown()
 
 
 def test_an_evaluator_without_submit_and_wait_is_not_async():

@@ -230,11 +230,7 @@ class MCTS:
         if self.observer is not None:
             self.observer.on_node_started(node)
 
-    def _evaluate(self, node: Node) -> None:
-        self._start(node)
-        self._finish(node, self.evaluator.evaluate(node.source, node.flags))
-
-    def _submit(self, node: Node, inflight: dict[int, Node]) -> None:
+    def _submit(self, node: Node, inflight: dict[int, Node], evaluator: AsyncEvaluator) -> None:
         """Start ``node``'s evaluation without waiting for it, with a virtual visit on it and its
         ancestors until the result arrives."""
         self._start(node)
@@ -243,11 +239,14 @@ class MCTS:
             n.inflight += 1
             n = n.parent
         inflight[node.id] = node
-        self.evaluator.submit(node.id, node.source, node.flags)
+        evaluator.submit(node.id, node.source, node.flags)
 
-    def _collect(self, inflight: dict[int, Node]) -> None:
+    def _collect(self, inflight: dict[int, Node], evaluator: AsyncEvaluator) -> None:
         """Wait for evaluations in flight and take every finished one, in the order they come."""
-        for token, ev in self.evaluator.wait():
+        finished = evaluator.wait()
+        if not finished:
+            raise RuntimeError(f"the evaluator returned nothing with {len(inflight)} evaluation(s) in flight")
+        for token, ev in finished:
             node = inflight.pop(token)
             n = node
             while n is not None:
@@ -343,35 +342,28 @@ class MCTS:
     def run(self, budget: int | None = None, time_limit_s: float | None = None) -> Node | None:
         """Search until ``budget`` candidates in all are evaluated, the time limit passes or nothing
         new is proposed anywhere; returns :meth:`best`. With ``config.parallel`` > 1 and an
-        :class:`AsyncEvaluator`, up to ``parallel`` evaluations are kept in flight."""
+        :class:`AsyncEvaluator`, up to ``parallel`` evaluations are kept in flight; otherwise one
+        at a time, through the same loop."""
         budget = self.config.budget if budget is None else budget
         limit = self.config.time_limit_s if time_limit_s is None else time_limit_s
         deadline = None if limit is None else self.clock() + limit
-        parallel = self.config.parallel if is_async(self.evaluator) else 1
-        if self.root.status in _UNFINISHED:
+        if is_async(self.evaluator):
+            evaluator, parallel = self.evaluator, max(1, self.config.parallel)
+        else:
+            evaluator, parallel = _OneAtATime(self.evaluator), 1
+        if self.root.status in _UNFINISHED:           # alone: every reward needs its time
             self._pending.remove(self.root)
-            if parallel > 1:
-                inflight: dict[int, Node] = {}
-                self._submit(self.root, inflight)
-                while inflight:
-                    self._collect(inflight)
-            else:
-                self._evaluate(self.root)
+            inflight: dict[int, Node] = {}
+            self._submit(self.root, inflight, evaluator)
+            while inflight:
+                self._collect(inflight, evaluator)
         if self.root.status != Status.OK:
             logger.warning("the root kernel did not verify ({}): nothing to search from", self.root.status)
             return None
-        if parallel > 1:
-            self._run_in_flight(budget, deadline, parallel)
-            return self.best()
-        while self.evaluations < budget and (deadline is None or self.clock() < deadline):
-            if self._pending:
-                self._evaluate(self._pending.pop(0))
-            elif not self._step():
-                logger.info("every node is exhausted after {} evaluations", self.evaluations)
-                break
+        self._run_in_flight(budget, deadline, parallel, evaluator)
         return self.best()
 
-    def _run_in_flight(self, budget: int, deadline: float | None, parallel: int) -> None:
+    def _run_in_flight(self, budget: int, deadline: float | None, parallel: int, evaluator: AsyncEvaluator) -> None:
         """:meth:`run`'s loop with up to ``parallel`` evaluations in flight: submit pending nodes
         (oldest first), or select and expand to make more, while the budget (counting those in
         flight) and the time allow; then wait for results. Past the time limit nothing more is
@@ -382,12 +374,28 @@ class MCTS:
             while (len(inflight) < parallel and self.evaluations + len(inflight) < budget
                    and (deadline is None or self.clock() < deadline)):
                 if self._pending:
-                    self._submit(self._pending.pop(0), inflight)
+                    self._submit(self._pending.pop(0), inflight, evaluator)
                 elif not self._step():
                     exhausted = not inflight     # else: what is left waits on results in flight
                     break
             if not inflight:
                 break
-            self._collect(inflight)
+            self._collect(inflight, evaluator)
         if exhausted:
             logger.info("every node is exhausted after {} evaluations", self.evaluations)
+
+
+class _OneAtATime:
+    """An :class:`Evaluator` seen as an :class:`AsyncEvaluator` with one evaluation in flight:
+    ``wait`` evaluates what was submitted."""
+
+    def __init__(self, evaluator: Evaluator):
+        self.evaluator = evaluator
+        self._queue: list[tuple[int, str, tuple[str, ...]]] = []
+
+    def submit(self, token: int, source: str, flags: tuple[str, ...]) -> None:
+        self._queue.append((token, source, flags))
+
+    def wait(self) -> list[tuple[int, Result]]:
+        done, self._queue = self._queue, []
+        return [(token, self.evaluator.evaluate(source, flags)) for token, source, flags in done]
