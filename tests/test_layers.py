@@ -124,3 +124,16 @@ def test_no_import_cycle():
     real = [c for c in cycles if not all(unit(x) == unit(c[0]) for x in c) or
             not any(x == unit(x) for x in c)]
     assert real == []
+
+
+def test_click_lives_only_in_the_cli():
+    """The library below the CLI never imports click (a notebook calls run_optimize and the stages)."""
+    bad = []
+    for p in PKG.rglob("*.py"):
+        if module_name(p).startswith("optiml.cli"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bad += [f"{module_name(p)} imports {n}" for n in names if n.split(".")[0] == "click"]
+    assert bad == []
