@@ -21,6 +21,17 @@ def smi(*args: str) -> str:
         return ""
 
 
+def gpu_available() -> bool:
+    """Whether kernels can run here: nvidia-smi lists GPUs and pycuda is installed."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None or importlib.util.find_spec("pycuda") is None:
+        return False
+    try:
+        return subprocess.run([exe, "-L"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def gpu_facts() -> tuple[str | None, str | None]:
     """GPU 0's name and the driver version, or None each."""
     out = smi("--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0").strip()
@@ -45,7 +56,7 @@ def visible_gpus() -> list[tuple[int, str]]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() not in ("", "all"):
         picked = [v.strip() for v in visible.split(",") if v.strip()]
-        by_index = {str(i): name for i, (_, name) in enumerate(rows)}
+        by_index = {str(i): name.strip() for i, (_, name) in enumerate(rows)}
         gpus = [(n, by_index.get(v, "GPU")) for n, v in enumerate(picked)]
     return gpus
 

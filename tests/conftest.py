@@ -1,9 +1,8 @@
-import importlib.util
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from optiml.gpus import gpu_available
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -20,15 +19,6 @@ def assert_one_sentence_error(r, *fragments):
     assert len(out.splitlines()) == 1 and out.startswith("Error: "), out
     for f in fragments:
         assert f in out, (f, out)
-
-
-def gpu_available() -> bool:
-    if shutil.which("nvidia-smi") is None or importlib.util.find_spec("pycuda") is None:
-        return False
-    try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 def pytest_collection_modifyitems(config, items):

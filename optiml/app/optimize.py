@@ -14,13 +14,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
-from ..runner import Candidate, Preparer, Runner, standard_stages
-from ..search.mcts import MCTS, SearchConfig
-from ..search.tree import Node
 from ..status import Status
-from ..traces.store import TraceStore
-from .evaluator import RunnerEvaluator
-from .records import StoreObserver, resume_search
+
+# The runner, the search and the store (sqlite_utils, pandas) are imported where they are used,
+# so that `optiml --help`, which imports this module for its types, stays light.
 
 
 
@@ -54,9 +51,16 @@ class OptimizeResult:
     evaluations: int
     best_source: str
     best_path: tuple[str, ...]
-    search_speedup: float | None            # seed over best during the search
     final: dict                             # the interleaved re-timing (status, seed_ms, best_ms, speedup, ...)
     output: Path
+
+    @property
+    def speedup(self) -> float:
+        """The final interleaved figure, or the search's own when the final timing failed."""
+        f = self.final
+        if f.get("status") == "ok":
+            return f["speedup"]
+        return f["search_seed_ms"] / f["search_best_ms"] if f.get("search_seed_ms") and f.get("search_best_ms") else 1.0
 
 
 Progress = Callable[[int, int, "float | None"], None]
@@ -78,11 +82,19 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
     return MixedProposer([RulesProposer(), llm])
 
 
-def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None) -> OptimizeResult:
-    """Search, re-time the best against the seed, write it; raises UserError for what a user can fix."""
+def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
+                 on_search_end: Callable[[], None] | None = None) -> OptimizeResult:
+    """Search, re-time the best against the seed, write it; raises UserError for what a user can fix.
+    ``on_progress(done, total, best_speedup)`` follows the search; ``on_search_end()`` comes when it
+    stops (interrupted too), before the final timing."""
     from ..build import nvcc_version, resolve_arch
     from ..gpus import gpu_facts, parse_gpus, require_gpu, visible_gpus
+    from ..runner import Preparer, Runner, standard_stages
+    from ..search.mcts import MCTS, SearchConfig
     from ..spec import load_spec, load_task, read_kernel
+    from ..traces.store import TraceStore
+    from .evaluator import RunnerEvaluator
+    from .records import StoreObserver, resume_search
 
     if opts.budget is not None and opts.budget < 1:
         raise UserError(f"--budget must be at least 1, not {opts.budget}.")
@@ -151,7 +163,11 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None) -> 
         else:
             search = MCTS(source, evaluator, prop, seed_sources=seeds, config=cfg,
                           observer=StoreObserver(store, run_id, evaluator), task=spec.summary(), entry=spec.entry)
-        best = _search(store, run_id, search, evaluator, budget, opts.resume is not None, on_progress)
+        try:
+            best = _search(store, run_id, search, evaluator, budget, opts.resume is not None, on_progress)
+        finally:
+            if on_search_end is not None:
+                on_search_end()
         root = search.root
         if root.status != Status.OK:
             store.set_run_status(run_id, "failed")
@@ -163,8 +179,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None) -> 
     out = opts.output or kernel.with_suffix(".optiml.cu")
     out.write_text(best.source)
     return OptimizeResult(run_id=run_id, evaluations=search.evaluations, best_source=best.source,
-                          best_path=tuple(best.path()), output=out, final=final,
-                          search_speedup=root.median_ms / best.median_ms if root.median_ms and best.median_ms else None)
+                          best_path=tuple(best.path()), output=out, final=final)
 
 
 def _builder(arch: str, cluster: str | None):
@@ -177,8 +192,7 @@ def _builder(arch: str, cluster: str | None):
     return NvccBuilder(arch)
 
 
-def _search(store: TraceStore, run_id: int, search: MCTS, evaluator: RunnerEvaluator, budget: int, resumed: bool,
-            on_progress: Progress | None) -> Node | None:
+def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, on_progress: Progress | None):
     """Run the search, telling ``on_progress`` after every finished candidate."""
     ok = [n.median_ms for n in search.nodes if n.status == Status.OK and n.median_ms]
     state = {"root": search.root.median_ms, "best": min(ok) if ok else None, "done": 0}
@@ -202,8 +216,11 @@ def _search(store: TraceStore, run_id: int, search: MCTS, evaluator: RunnerEvalu
         raise
 
 
-def final_timing(runner: Runner, root: Node, best: Node) -> dict:
-    """The best kernel verified again on fresh inputs, then timed interleaved with the seed (one job)."""
+def final_timing(runner, root, best) -> dict:
+    """The best kernel (a search Node) verified again on fresh inputs, then timed interleaved with the
+    seed (the root) by ``runner``, in one job."""
+    from ..runner import Candidate
+
     base = {"search_seed_ms": root.median_ms, "search_best_ms": best.median_ms, "best_edits": list(best.path())}
     if best is root:
         return base | {"status": "ok", "message": "the seed is the best", "seed_ms": root.median_ms,

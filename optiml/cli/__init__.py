@@ -40,9 +40,7 @@ def main(verbose: int, quiet: bool) -> None:
     logger.enable("optiml")
 
 
-from .kernel import build, eval_, init, profile  # noqa: E402  (heavy imports are lazy inside each command)
-from .optimize import optimize  # noqa: E402
-from .traces import best, export, runs, show  # noqa: E402
+from . import kernel, optimize, traces  # noqa: E402  (heavy imports are lazy inside each command)
 
-for _cmd in (init, build, eval_, profile, runs, show, best, export, optimize):
+for _cmd in (kernel.init, kernel.build, kernel.eval_, kernel.profile, *traces.COMMANDS, optimize.optimize):
     main.add_command(_cmd)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..app.optimize import OptimizeOptions, run_optimize
 
 from .options import arch_option, db_option, spec_option, timeout_option
 
@@ -55,7 +56,6 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
       optiml optimize --resume 3 --budget 80      continue run 3 up to 80 candidates in all
       optiml show 3                               why each step on the path helped
     """
-    from ..app.optimize import OptimizeOptions, run_optimize
 
     opts = OptimizeOptions(kernel=kernel, spec=spec_path, budget=budget, time_limit_s=time_limit, seed=seed,
                            seed_kernels=tuple(seed_kernels), proposer=proposer, llm_model=llm_model,
@@ -72,18 +72,28 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
         bar.label = "optimizing" + (f" (best {speedup:.2f}x)" if speedup else "")
         bar.update(done - bar.pos)
 
-    try:
-        r = run_optimize(opts, on_progress)
-    finally:
+    def on_search_end() -> None:
+        nonlocal bar
         if bar is not None:
             bar.__exit__(None, None, None)
-    final = r.final
+            bar = None
+
+    try:
+        result = run_optimize(opts, on_progress, on_search_end)
+    finally:
+        on_search_end()
+    click.echo(summary_line(result))
+    click.echo(f"see why: optiml show {result.run_id} --db {db_path}")
+
+
+def summary_line(result) -> str:
+    """``run N: ... candidates; best ...x ...; path: ...; written to ...``."""
+    final = result.final
     if final["status"] == "ok":
         figure = (f"{final['speedup']:.2f}x ({final['seed_ms']:.4f} -> {final['best_ms']:.4f} ms, "
                   f"re-verified and timed interleaved with the seed)")
     else:
-        figure = (f"{r.search_speedup or 0:.2f}x during the search; the final interleaved re-timing "
+        figure = (f"{result.speedup:.2f}x during the search; the final interleaved re-timing "
                   f"failed ({final['status']}: {final['message']})")
-    click.echo(f"run {r.run_id}: {r.evaluations} candidates; best {figure}; "
-               f"path: {'; '.join(r.best_path) or 'the seed itself'}; written to {r.output}")
-    click.echo(f"see why: optiml show {r.run_id} --db {db_path}")
+    return (f"run {result.run_id}: {result.evaluations} candidates; best {figure}; "
+            f"path: {'; '.join(result.best_path) or 'the seed itself'}; written to {result.output}")

@@ -1,0 +1,103 @@
+"""The CLI is a thin layer (click lives only in optiml.cli: tests/test_layers.py): `optimize`'s work is a function a notebook can
+call (optiml.app.optimize.run_optimize) that raises the sentences the command prints, and the command
+only draws the progress and prints two lines."""
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from optiml.app.optimize import OptimizeOptions, OptimizeResult, run_optimize
+from optiml.cli import main
+from optiml.errors import UserError
+from optiml.traces.store import TraceStore
+from tests.conftest import EXAMPLES, ROOT
+
+PACKAGE = ROOT / "optiml"
+
+
+def test_the_application_and_the_traces_package_import_no_click():
+    code = ("import sys, optiml.app.optimize, optiml.traces, optiml.gpus; "
+            "assert 'click' not in sys.modules, 'click imported'; "
+            "assert 'optiml.cli' not in sys.modules, 'the CLI imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_run_optimize_raises_the_sentences_the_command_prints(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")        # no nvidia-smi on this machine either way
+    calls = []
+
+    def attempt(**kw):
+        with pytest.raises(UserError) as e:
+            run_optimize(OptimizeOptions(**{"db": tmp_path / "t.db"} | kw), on_progress=lambda *a: calls.append(a))
+        return str(e.value)
+
+    assert attempt() == "give the KERNEL to optimize, or --resume RUN to continue a stored run."
+    assert attempt(budget=0) == "--budget must be at least 1, not 0."
+    assert attempt(parallel=0) == "--parallel must be at least 1, not 0."
+    kernel = EXAMPLES / "sgemm_naive" / "sgemm_naive.cu"
+    assert attempt(kernel=kernel, seed_kernels=(tmp_path / "nope.cu",)) == f"{tmp_path / 'nope.cu'}: kernel file not found."
+    assert attempt(kernel=kernel).startswith("no GPU was found (nvidia-smi is not on PATH); `optiml optimize` runs")
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        assert store.runs() == []                       # refused before a run was recorded
+    db = tmp_path / "old.db"
+    db.write_bytes((ROOT / "tests/data/traces/recorded_h200_runs.db").read_bytes())
+    assert attempt(resume=1, db=db, seed_kernels=(kernel,)).startswith("--seed-kernel joins a new run")
+    assert calls == []
+
+
+def test_the_command_draws_progress_and_prints_two_lines(tmp_path, monkeypatch):
+    import optiml.cli.optimize as command
+
+    seen = {}
+
+    def fake_run_optimize(options, on_progress, on_search_end):
+        """Reports three evaluations, the second finding a 2x kernel, as run_optimize would."""
+        seen["options"] = options
+        on_progress(0, 3, None)
+        on_progress(1, 3, None)
+        on_progress(2, 3, 2.0)
+        on_search_end()
+        final = {"status": "ok", "speedup": 2.0, "seed_ms": 4.0, "best_ms": 2.0,
+                 "search_seed_ms": 4.1, "search_best_ms": 2.1}
+        return OptimizeResult(run_id=7, evaluations=3, best_source="//", best_path=("BLOCK 16 -> 32",),
+                              final=final, output=tmp_path / "k.optiml.cu")
+
+    monkeypatch.setattr(command, "run_optimize", fake_run_optimize)
+    r = CliRunner().invoke(main, ["optimize", str(tmp_path / "k.cu"), "--no-profile", "--budget", "2",
+                                  "--db", str(tmp_path / "t.db")])
+    assert r.exit_code == 0, r.output
+    o = seen["options"]
+    assert o.kernel == tmp_path / "k.cu" and o.budget == 2 and o.profile is False and o.proposer == "rules"
+    assert r.stdout.splitlines() == [
+        f"run 7: 3 candidates; best 2.00x (4.0000 -> 2.0000 ms, re-verified and timed interleaved with the seed); "
+        f"path: BLOCK 16 -> 32; written to {tmp_path / 'k.optiml.cu'}",
+        f"see why: optiml show 7 --db {tmp_path / 't.db'}"]
+    assert r.stderr.splitlines() == ["optimizing", "optimizing (best 2.00x)"]    # not a terminal: each label once
+
+
+def test_a_failed_final_timing_reports_the_search_figure():
+    from optiml.cli.optimize import summary_line
+
+    final = {"status": "timeout", "message": "killed", "search_seed_ms": 4.0, "search_best_ms": 1.0}
+    result = OptimizeResult(run_id=1, evaluations=5, best_source="", best_path=(), final=final, output=Path("o.cu"))
+    assert result.speedup == 4.0
+    assert summary_line(result) == ("run 1: 5 candidates; best 4.00x during the search; the final interleaved "
+                                    "re-timing failed (timeout: killed); path: the seed itself; written to o.cu")
+
+
+@pytest.mark.parametrize("status, shows_tail", [
+    ("runtime_error", True), ("timeout", True), ("launch_error", True), ("harness_error", True),
+    ("reference_error", False), ("wrong_output", False), ("compile_error", False),
+])
+def test_eval_shows_the_child_output_after_a_crash_or_a_harness_failure(status, shows_tail):
+    from optiml.cli.kernel import format_evaluation
+
+    harness = SimpleNamespace(device_name="", checks=[], log_tail="CUDA error: an illegal memory access\n", timing=None)
+    ev = SimpleNamespace(harness=harness, build=None, launch=None, status=status, message="it failed", seed=1)
+    text = format_evaluation(ev, Path("k.cu"), SimpleNamespace(entry="k"))
+    assert f"status    {status}: it failed" in text
+    assert ("child output (tail):" in text) == shows_tail
+    assert ("illegal memory access" in text) == shows_tail
