@@ -4,7 +4,7 @@ Reads ``JOBDIR/job.pkl`` (a :class:`HarnessJob`), writes its current stage to
 ``JOBDIR/stage.txt`` as it goes, and its :class:`HarnessResult` to ``JOBDIR/result.json``.
 ``--serve`` keeps one context for many jobs (:func:`serve`); ``--profile-batch`` is the mode ncu
 runs (:mod:`.profiled`). Verification is here; the context and buffers are in :mod:`.gpu`, timing
-in :mod:`.timed`.
+in :mod:`.gpu_timing`.
 """
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import os
 import pickle
 import sys
 from pathlib import Path
+from typing import Callable, Protocol
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..spec import Launch, TaskSpec
-from .compare import check_output, summarize
+from .compare import CaseCheck, check_output, summarize
 from .gpu import DeviceCase, Gpu, KernelFault, Stage, _free, _launch, _new_case, _open_gpu
 from .harness import HarnessJob, HarnessResult
 from .inputs import CaseData, make_case
@@ -132,49 +133,6 @@ def _reference_into(gpu: Gpu, job: HarnessJob, ref, size_index: int, case, stage
         case.upload(outs)
 
 
-def _verify_on_device(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, cand,
-                      keep: dict) -> bool:
-    """As :func:`verify`, on the device. The reference's case at the timing size stays in
-    ``keep["timing_ref"]``: timing input set 0 is drawn from the same seed, so the timed launches
-    are checked against it without running the reference again."""
-    from .device_case import judge
-
-    spec = job.spec
-    for case in job.cases:
-        sizes = spec.all_size_sets[case.size_index]
-        stage(f"reference at sizes {sizes} (seed {case.seed})")
-        ref_case = _new_case(gpu, spec, sizes, case.seed, job.candidate.constants)
-        cand_case = None
-        try:
-            try:
-                _reference_into(gpu, job, ref, case.size_index, ref_case, stage)
-            except Exception as e:
-                _reference_failure(result, sizes, e)
-                return False
-            stage(f"candidate at sizes {sizes} (seed {case.seed})")
-            cand_case = _new_case(gpu, spec, sizes, case.seed, job.candidate.constants)
-            try:
-                _launch(gpu, cand, job.candidate.launches[case.size_index], cand_case.args())
-                gpu.stream.synchronize()
-            except gpu.drv.Error as e:
-                _launch_failure(result, sizes, str(e))
-                return False
-            check = judge(gpu, spec, case.size_index, sizes, cand_case, ref_case)
-            if case.size_index == 0 and check.passed:
-                if keep.get("timing_ref") is not None:
-                    _free(gpu, keep["timing_ref"])
-                keep["timing_ref"], ref_case = ref_case, None
-        finally:
-            for c in (ref_case, cand_case):
-                if c is not None:
-                    _free(gpu, c)
-        result.checks.append(check)
-        if not check.passed:
-            result.status, result.message = Status.WRONG_OUTPUT, check.message
-            return False
-    return True
-
-
 def _reference_failure(result: HarnessResult, sizes: dict, e: Exception) -> None:
     """The seed reference kernel faulted (KernelFault), or the user's Python reference raised."""
     result.status = Status.REFERENCE_ERROR
@@ -190,29 +148,146 @@ def _launch_failure(result: HarnessResult, sizes: dict, msg: str) -> None:
     result.message = f"at sizes {sizes}: {msg}"
 
 
+class CaseBuffers(Protocol):
+    """One verification case's buffers, the reference's and the candidate's: what the loop in
+    :func:`verify` needs, on the host (:class:`HostCase`) or on the device (:class:`DeviceCasePair`)."""
+
+    def reference_case(self) -> None:
+        """Make the reference's buffers (before the reference runs; a failure here is not the reference's)."""
+
+    def run_reference(self, ref, stage: Stage) -> None:
+        """Run the reference (the seed kernel, or the Python function); it may raise anything."""
+
+    def candidate_case(self) -> None:
+        """Make the candidate's buffers."""
+
+    def run_candidate(self, fn) -> None:
+        """Launch the candidate; a launch or kernel failure is a KernelFault."""
+
+    def judge(self) -> CaseCheck:
+        """The candidate's outputs against the reference's, and its inputs against what they held."""
+
+    def keep_reference(self, keep: dict) -> None:
+        """Keep the reference's outputs at the timing size for the timed launches' check (in ``keep``)."""
+
+    def free(self) -> None:
+        """Free what it holds (a kept reference stays)."""
+
+
+class HostCase:
+    """Inputs drawn on the host; each run uploads copies, so the host arrays are the "before"."""
+
+    def __init__(self, gpu: Gpu, job: HarnessJob, case, sizes: dict):
+        self.gpu, self.job, self.case, self.sizes = gpu, job, case, sizes
+        self.data = make_case(job.spec, sizes, case.seed, job.candidate.constants)
+        self.ref_out = self.out = None
+
+    def reference_case(self) -> None:
+        pass
+
+    def run_reference(self, ref, stage: Stage) -> None:
+        self.ref_out = _reference_outputs(self.gpu, self.job, ref, self.case.size_index, self.data, stage)
+
+    def candidate_case(self) -> None:
+        pass
+
+    def run_candidate(self, fn) -> None:
+        self.out = _run_once(self.gpu, fn, self.job.candidate.launches[self.case.size_index], self.job.spec, self.data)
+
+    def judge(self) -> CaseCheck:
+        return _check_case(self.job.spec, self.case.size_index, self.sizes, self.case.seed, self.data, self.out,
+                           self.ref_out)
+
+    def keep_reference(self, keep: dict) -> None:
+        pass      # the timed launches' check runs the reference again on the host path
+
+    def free(self) -> None:
+        pass
+
+
+class DeviceCasePair:
+    """Inputs drawn on the device (gpu_ops), the reference's and the candidate's case each of
+    their own, compared on the device. The reference's case at the timing size can be kept:
+    timing input set 0 is drawn from the same seed, so the timed launches are checked against it
+    without running the reference again."""
+
+    def __init__(self, gpu: Gpu, job: HarnessJob, case, sizes: dict):
+        self.gpu, self.job, self.case, self.sizes = gpu, job, case, sizes
+        self.ref_case = self.cand_case = None
+
+    def _new(self):
+        return _new_case(self.gpu, self.job.spec, self.sizes, self.case.seed, self.job.candidate.constants)
+
+    def reference_case(self) -> None:
+        self.ref_case = self._new()
+
+    def run_reference(self, ref, stage: Stage) -> None:
+        _reference_into(self.gpu, self.job, ref, self.case.size_index, self.ref_case, stage)
+
+    def candidate_case(self) -> None:
+        self.cand_case = self._new()
+
+    def run_candidate(self, fn) -> None:
+        try:
+            _launch(self.gpu, fn, self.job.candidate.launches[self.case.size_index], self.cand_case.args())
+            self.gpu.stream.synchronize()
+        except self.gpu.drv.Error as e:
+            raise KernelFault(str(e)) from None
+
+    def judge(self) -> CaseCheck:
+        from .device_case import judge
+
+        return judge(self.gpu, self.job.spec, self.case.size_index, self.sizes, self.cand_case, self.ref_case)
+
+    def keep_reference(self, keep: dict) -> None:
+        if keep.get("timing_ref") is not None:
+            _free(self.gpu, keep["timing_ref"])
+        keep["timing_ref"], self.ref_case = self.ref_case, None
+
+    def free(self) -> None:
+        for c in (self.ref_case, self.cand_case):
+            if c is not None:
+                _free(self.gpu, c)
+        self.ref_case = self.cand_case = None
+
+
 def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, keep: dict | None = None) -> bool:
-    """``ref``: :func:`_reference_fn`'s result, loaded once per child."""
-    spec = job.spec
-    sizes_all = spec.all_size_sets
-    _, cand = gpu.load(job.candidate, spec)
-    if gpu.ops is not None:
-        return _verify_on_device(gpu, job, stage, result, ref, cand, {} if keep is None else keep)
+    """Run the reference and the candidate on every case and judge each, stopping at the first
+    failure (a status on ``result``). ``ref``: :func:`_reference_fn`'s result, loaded once per
+    child. With the gpu_ops kernels the data is drawn and compared on the device, and the
+    reference's outputs at the timing size stay in ``keep["timing_ref"]``."""
+    _, cand = gpu.load(job.candidate, job.spec)
+    buffers = DeviceCasePair if gpu.ops is not None else HostCase
+    return verify_cases(job, stage, result, lambda case, sizes: buffers(gpu, job, case, sizes), ref, cand,
+                        {} if keep is None else keep)
+
+
+def verify_cases(job: HarnessJob, stage: Stage, result: HarnessResult, buffers: Callable[..., CaseBuffers],
+                 ref, cand, keep: dict) -> bool:
+    """:func:`verify`'s loop over the job's cases, each in the buffers ``buffers(case, sizes)`` makes."""
     for case in job.cases:
-        sizes = sizes_all[case.size_index]
-        data = make_case(spec, sizes, case.seed, job.candidate.constants)
-        stage(f"reference at sizes {sizes} (seed {case.seed})")
+        sizes = job.spec.all_size_sets[case.size_index]
+        pair = buffers(case, sizes)
         try:
-            ref_out = _reference_outputs(gpu, job, ref, case.size_index, data, stage)
-        except Exception as e:
-            _reference_failure(result, sizes, e)
-            return False
-        stage(f"candidate at sizes {sizes} (seed {case.seed})")
-        try:
-            out = _run_once(gpu, cand, job.candidate.launches[case.size_index], spec, data)
-        except KernelFault as e:
-            _launch_failure(result, sizes, str(e))
-            return False
-        check = _check_case(spec, case.size_index, sizes, case.seed, data, out, ref_out)
+            stage(f"reference at sizes {sizes} (seed {case.seed})")
+            pair.reference_case()
+            try:
+                pair.run_reference(ref, stage)
+            except Exception as e:
+                _reference_failure(result, sizes, e)
+                return False
+            stage(f"candidate at sizes {sizes} (seed {case.seed})")
+            pair.candidate_case()
+            try:
+                pair.run_candidate(cand)
+            except KernelFault as e:
+                _launch_failure(result, sizes, str(e))
+                return False
+            check = pair.judge()
+            if case.size_index == 0 and check.passed:
+                pair.keep_reference(keep)
+        finally:
+            pair.free()
         result.checks.append(check)
         if not check.passed:
             result.status, result.message = Status.WRONG_OUTPUT, check.message
