@@ -21,7 +21,7 @@ from typing import Protocol
 from loguru import logger
 
 from .errors import EnvironmentProblem
-from .procs import run_with_timeout
+from .procs import run_with_timeout, scrubbed_env
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -398,9 +398,32 @@ class NvccBuilder:
 
 def _run_with_timeout(cmd: list[str], timeout_s: float, cwd: Path) -> tuple[str, str]:
     """Run nvcc; a timeout kills its whole process group. Returns (status, log)."""
-    code, out = run_with_timeout(cmd, timeout_s, cwd=cwd)
+    code, out = run_with_timeout(cmd, timeout_s, cwd=cwd, env=scrubbed_env())
     if code is None:
         return "timeout", out[-100_000:] + f"\nnvcc did not finish within {timeout_s:g} s and was stopped."
     if len(out) > 1_000_000:
         out = out[:500_000] + "\n[... compiler output truncated ...]\n" + out[-200_000:]
     return ("ok" if code == 0 else "compile_error"), out
+
+
+_FILE_MESSAGE = re.compile(r"^(?P<file>[^\s(][^()]*)\((?P<line>\d+)\): ")
+
+
+def own_log(log: str, name: str) -> str:
+    """``log`` with only the messages about the candidate's own file ``name``: a message about
+    another file (one ``FILE(N): ...`` line and the source lines nvcc echoes under it) is left out,
+    since nvcc echoes that file's lines and the log is stored and shown to the model."""
+    own = Path(name).name
+    out, keep, dropped = [], True, 0
+    for line in log.splitlines():
+        m = _FILE_MESSAGE.match(line)
+        if m:
+            keep = Path(m.group("file")).name == own
+            dropped += not keep
+        if keep:
+            out.append(line)
+        elif not line.strip():
+            keep = True           # a blank line ends nvcc's message block
+    if dropped:
+        out.append(f"({dropped} message(s) about other files left out)")
+    return "\n".join(out) + ("\n" if log.endswith("\n") else "")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -39,9 +40,20 @@ def kill_group(proc: subprocess.Popen) -> None:
         logger.warning("process {} did not exit after SIGKILL", proc.pid)
 
 
+# Names of variables that hold credentials: never handed to nvcc, ncu or a GPU child, which run
+# code a model wrote (OPTIML_LLM_API_KEY, OPENAI_API_KEY, HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...).
+SECRET_NAME = re.compile(r"(?i)(api[_-]?key|token|secret|passw(or)?d|credential|access[_-]?key|auth)")
+
+
+def scrubbed_env(base: dict | None = None) -> dict:
+    """``base`` (default: this process's environment) without credential-like variables."""
+    return {k: v for k, v in (os.environ if base is None else base).items() if not SECRET_NAME.search(k)}
+
+
 def child_env(base: dict | None = None) -> dict:
-    """An environment in which a child ``python -m optiml...`` imports this same optiml."""
-    env = dict(os.environ if base is None else base)
+    """An environment in which a child ``python -m optiml...`` imports this same optiml, without
+    credentials (:func:`scrubbed_env`)."""
+    env = scrubbed_env(base)
     pkg_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env

@@ -133,7 +133,11 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
         llm_model = llm_model or config.get("llm_model")
         llm_base_url = llm_base_url or config.get("llm_base_url")
         budget = opts.budget if opts.budget is not None else int(run["budget"] or config.get("budget") or 200)
-    prop = make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s)
+    from ..edits.hygiene import IncludeGuard
+
+    # a proposal may not include what the seed does not (nvcc echoes included files into its log)
+    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s), source,
+                        include_dirs=[kernel.resolve().parent])
     require_gpu("optimize")
     devices = parse_gpus(opts.gpus, visible_gpus())
     parallel = opts.parallel or 16 * len(devices)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from ..build import Builder
+from ..build import Builder, own_log
 from ..errors import OptimlError, UserError
 from ..source import SourceInfo, parse_source
 from ..spec import Launch, TaskSpec, check_expressions
@@ -70,6 +70,8 @@ class Preparer:
         parse_s = time.perf_counter() - t0
         build = self.builder.build(candidate.source, tuple(self.spec.nvcc_flags) + tuple(candidate.flags),
                                    include_dir=self.include_dir, name=candidate.name)
+        # the log is stored and shown to the model: only what nvcc said about the candidate's file
+        build = replace(build, log=own_log(build.log, candidate.name))
         ev = Evaluation(Status.OK, build=build, launch=launches[0], stage_s={"parse": parse_s, "build": build.wall_s})
         if build.status == "timeout":
             return None, ev.fail(Status.BUILD_TIMEOUT, build.log.strip().splitlines()[-1])
