@@ -15,7 +15,7 @@ class Category(str, Enum):
     NOT_EVALUATED = "not_evaluated"    # a proposal that never became a candidate (no build, no GPU)
     OK = "ok"                          # built, verified, timed
     BUILD_FAILURE = "build_failure"    # refused before the GPU: the source, the launch, nvcc
-    WRONG = "wrong"                    # ran and computed a wrong answer
+    WRONG = "wrong"                    # ran and computed a wrong answer, or an unsafe one
     CRASH = "crash"                    # faulted, failed to launch or hung on the GPU
     INFRASTRUCTURE = "infrastructure"  # optiml's side failed (the reference, the GPU child)
 
@@ -39,6 +39,7 @@ class Status(str, Enum):
     RUNTIME_ERROR = "runtime_error"
     TIMEOUT = "timeout"
     WRONG_OUTPUT = "wrong_output"
+    UNSAFE = "unsafe"                  # right answers, but compute-sanitizer found a memory error, a race, ...
     REFERENCE_ERROR = "reference_error"
     HARNESS_ERROR = "harness_error"
 
@@ -57,7 +58,7 @@ _CATEGORY = {
     Status.SOURCE_ERROR: Category.BUILD_FAILURE, Status.LAUNCH_CONFIG_ERROR: Category.BUILD_FAILURE,
     Status.COMPILE_ERROR: Category.BUILD_FAILURE, Status.BUILD_TIMEOUT: Category.BUILD_FAILURE,
     Status.BUILD_LOST: Category.BUILD_FAILURE,
-    Status.WRONG_OUTPUT: Category.WRONG,
+    Status.WRONG_OUTPUT: Category.WRONG, Status.UNSAFE: Category.WRONG,
     Status.LAUNCH_ERROR: Category.CRASH, Status.RUNTIME_ERROR: Category.CRASH, Status.TIMEOUT: Category.CRASH,
     Status.REFERENCE_ERROR: Category.INFRASTRUCTURE, Status.HARNESS_ERROR: Category.INFRASTRUCTURE,
 }

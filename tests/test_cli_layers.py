@@ -96,7 +96,8 @@ def test_eval_shows_the_child_output_after_a_crash_or_a_harness_failure(status, 
     from optiml.cli.kernel import format_evaluation
 
     harness = SimpleNamespace(device_name="", checks=[], log_tail="CUDA error: an illegal memory access\n", timing=None)
-    ev = SimpleNamespace(harness=harness, build=None, launch=None, status=status, message="it failed", seed=1)
+    ev = SimpleNamespace(harness=harness, build=None, launch=None, status=status, message="it failed", seed=1,
+                         sanitize=None)
     text = format_evaluation(ev, Path("k.cu"), SimpleNamespace(entry="k"))
     assert f"status    {status}: it failed" in text
     assert ("child output (tail):" in text) == shows_tail

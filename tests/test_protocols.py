@@ -8,7 +8,7 @@ from optiml.build import Builder, NvccBuilder
 from optiml.cluster import DaskBuilder, DaskHarness
 from optiml.profiler.ncu import NcuProfiler
 from optiml.profiler.types import Profiler
-from optiml.runner.stages import BuildStage, CheckStage, ProfileStage, Stage
+from optiml.runner.stages import BuildStage, CheckStage, ProfileStage, SanitizeStage, Stage
 from optiml.verify.harness import Harness, SubprocessHarness
 from optiml.verify.worker_client import WorkerHarness
 
@@ -29,7 +29,7 @@ def has(cls, name) -> bool:
     (Harness, [SubprocessHarness, WorkerHarness, DaskHarness]),
     (Builder, [NvccBuilder, DaskBuilder]),
     (Profiler, [NcuProfiler]),
-    (Stage, [BuildStage, CheckStage, ProfileStage]),
+    (Stage, [BuildStage, CheckStage, SanitizeStage, ProfileStage]),
 ])
 def test_every_implementation_has_every_member(protocol, impls):
     need = members(protocol)

@@ -85,9 +85,11 @@ def _build_line(result, res) -> str:
 @click.option("--seed", type=int, help="Seed for the input draws (default: fresh, and printed).")
 @timeout_option(120.0, "the GPU child is killed")
 @click.option("--no-time", is_flag=True, help="Verify only.")
+@click.option("--sanitize", is_flag=True,
+              help="Also run it under compute-sanitizer (memcheck, racecheck, initcheck, synccheck) at a small size.")
 @json_option
 def eval_(kernel: Path, spec_path: Path | None, reference_kernel: Path | None, arch: str | None, device: int,
-          seed: int | None, timeout: float, no_time: bool, as_json: bool) -> None:
+          seed: int | None, timeout: float, no_time: bool, sanitize: bool, as_json: bool) -> None:
     """Build KERNEL, verify it against the reference and time it on the GPU."""
     from ..build import NvccBuilder, resolve_arch
     from ..gpus import require_gpu
@@ -99,10 +101,16 @@ def eval_(kernel: Path, spec_path: Path | None, reference_kernel: Path | None, a
     seed_source = read_kernel(reference_kernel) if reference_kernel else source
     require_gpu("eval")
     builder = NvccBuilder(resolve_arch(arch))
+    sanitizer = None
+    if sanitize:
+        from ..verify.sanitizer import Sanitizer
+
+        sanitizer = Sanitizer()
     evaluator = Runner.sequential(spec, seed_source, builder, SubprocessHarness(timeout_s=timeout),
-                          include_dir=kernel.resolve().parent, seed=seed, device=device,
-                          kernel_name=(reference_kernel or kernel).name)
-    ev = evaluator.evaluate(Candidate(source, name=kernel.name), time_it=not no_time)
+                                  include_dir=kernel.resolve().parent, seed=seed, device=device,
+                                  kernel_name=(reference_kernel or kernel).name, sanitizer=sanitizer)
+    with evaluator:
+        ev = evaluator.evaluate(Candidate(source, name=kernel.name), time_it=not no_time, sanitize=sanitize)
     if as_json:
         click.echo(json.dumps(ev.to_dict(), indent=2, default=str))
     else:
@@ -137,6 +145,11 @@ def format_evaluation(ev, kernel: Path, spec) -> str:
             lines.extend("  " + ln for ln in hr.log_tail.strip().splitlines()[-10:])
         if ev.status == "compile_error" and ev.build is not None:
             lines.append(ev.build.log.rstrip())
+    san = ev.sanitize
+    if san is not None:
+        said = {"clean": f"clean ({', '.join(san.tools)}; {san.wall_s:.1f} s)", "unsafe": f"UNSAFE: {san.message}",
+                "not_sanitized": f"not sanitized: {san.message}"}
+        lines.append(f"sanitize  {said.get(san.status, san.status)}")
     t = hr.timing if hr else None
     if t is not None:
         extra = []

@@ -90,27 +90,31 @@ class Runner:
 
     @classmethod
     def one_slot(cls, prep: Preparer, harness: Harness, *, profiler: Profiler | None = None,
-                 device: int = 0) -> "Runner":
+                 device: int = 0, sanitizer=None) -> "Runner":
         """The standard stages for one candidate at a time: one build thread, ``harness`` on
         ``device``, profiles one by one with nothing started ahead."""
-        return cls(standard_stages(prep, profiler, prestart=False), (device,), harness_factory=lambda d: harness,
+        return cls(standard_stages(prep, profiler, prestart=False, sanitizer=sanitizer), (device,),
+                   harness_factory=lambda d: harness,
                    build_workers=1, max_batch=1, min_batch=1, workers_per_gpu=1)
 
     @classmethod
     def sequential(cls, spec, seed_source: str, builder, harness: Harness, *, profiler: Profiler | None = None,
-                   device: int = 0, **prep_kw) -> "Runner":
+                   device: int = 0, sanitizer=None, **prep_kw) -> "Runner":
         """:meth:`one_slot` over a new :class:`Preparer` (``prep_kw``: include_dir, seed, kernel_name)."""
-        return cls.one_slot(Preparer(spec, seed_source, builder, **prep_kw), harness, profiler=profiler, device=device)
+        return cls.one_slot(Preparer(spec, seed_source, builder, **prep_kw), harness, profiler=profiler, device=device,
+                            sanitizer=sanitizer)
 
     # -- the caller's side -------------------------------------------------------------------------
     def submit(self, candidate: Candidate, *, profile: bool = True, time_it: bool = True,
-               baseline: Candidate | None = None) -> Future:
+               baseline: Candidate | None = None, sanitize: bool = False) -> Future:
         """Start evaluating ``candidate``: a future of its Evaluation. ``profile=False`` skips
-        the batch stages; ``baseline`` is built too and timed interleaved with it (``baseline_ms``)."""
+        the batch stages; ``baseline`` is built too and timed interleaved with it (``baseline_ms``);
+        ``sanitize`` runs it under compute-sanitizer too (when the runner has a sanitize stage)."""
         if self._closed:
             raise RuntimeError("the Runner is closed")
         fut: Future = Future()
-        item = Item(candidate, fut, time.perf_counter(), profile=profile, time_it=time_it, baseline=baseline)
+        item = Item(candidate, fut, time.perf_counter(), profile=profile, time_it=time_it, baseline=baseline,
+                    sanitize=sanitize)
         with self._count_lock:
             self._outstanding += 1
         self._advance(item)

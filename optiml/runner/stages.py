@@ -88,6 +88,7 @@ class Item:
     t0: float
     profile: bool = True
     time_it: bool = True
+    sanitize: bool = False
     baseline: Candidate | None = None
     kb: KernelBinary | None = None
     ev: Evaluation | None = None
@@ -170,6 +171,32 @@ class CheckStage:
         pass
 
 
+class SanitizeStage:
+    """Run a verified candidate under compute-sanitizer (each tool in turn, the candidate alone at
+    a small size): an error is the status ``unsafe`` with the tool's first report; a sanitizer that
+    cannot run leaves the status as it is and says so on ``Evaluation.sanitize``."""
+    name, where, lends_gpu = "sanitize", Where.GPU, False
+
+    def __init__(self, sanitizer):
+        self.sanitizer = sanitizer
+
+    def wants(self, item: Item) -> bool:
+        return item.sanitize
+
+    def run(self, items: list[Item], slot: Slot) -> None:
+        dev = slot.device
+        for item in items:
+            with dev.lock:
+                res = self.sanitizer.sanitize(replace(item.job, device=dev.index))
+            item.ev.sanitize = res
+            item.ev.stage_s["sanitize"] = res.wall_s
+            if res.status == "unsafe":
+                item.ev.fail(Status.UNSAFE, res.message)
+
+    def close(self) -> None:
+        pass
+
+
 class ProfileStage:
     """Profile verified candidates in batches (several under one profiler process) and diagnose
     their metrics. The profiler takes the device's lock only for the candidates' launches."""
@@ -207,10 +234,14 @@ class ProfileStage:
         self.profiler.close()
 
 
-def standard_stages(prep: Preparer, profiler: Profiler | None = None, *, prestart: bool = True) -> list[Stage]:
-    """The order of a candidate's evaluation: build, verify and time on the GPU, then (with a
-    profiler) profile the verified ones."""
+def standard_stages(prep: Preparer, profiler: Profiler | None = None, *, prestart: bool = True,
+                    sanitizer=None) -> list[Stage]:
+    """The order of a candidate's evaluation: build, verify and time on the GPU, (with a sanitizer,
+    for the candidates submitted with ``sanitize=True``) sanitize, then (with a profiler) profile
+    the verified ones."""
     stages: list[Stage] = [BuildStage(prep), CheckStage(prep)]
+    if sanitizer is not None:
+        stages.append(SanitizeStage(sanitizer))
     if profiler is not None:
         stages.append(ProfileStage(prep, profiler, prestart=prestart))
     return stages

@@ -8,6 +8,7 @@ from ..profiler.types import ProfileResult
 from ..spec import Launch
 from ..status import Status
 from ..verify.harness import HarnessResult
+from ..verify.sanitizer import SanitizeResult
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Evaluation:
     stage_s: dict[str, float] = field(default_factory=dict)
     profile: ProfileResult | None = None   # verified candidates, when a profiler runs
     speed_of_light: dict | None = None     # set when the first timing beat the device's physical bound
+    sanitize: SanitizeResult | None = None   # compute-sanitizer's verdict, when it ran
 
     @property
     def ok(self) -> bool:
@@ -50,6 +52,7 @@ class Evaluation:
         d["status"] = str(self.status)
         d["build"] = self.build.to_dict() if self.build else None
         d["harness"] = self.harness.to_dict() if self.harness else None
+        d["sanitize"] = self.sanitize.to_dict() if self.sanitize is not None else None
         if self.profile is not None:
             p = self.profile
             d["profile"] = {"status": p.status.value, "message": p.message, "metrics": p.metrics,

@@ -92,3 +92,95 @@ def parse(text: str, tool: str) -> ToolReport:
     if errors is None:
         errors = len(found)
     return ToolReport(tool, errors, found, complete)
+
+
+# ------------------------------------------------------------------------------- running it
+
+SANITIZER_ENV = "OPTIML_COMPUTE_SANITIZER"
+DEFAULT_TIMEOUT_S = 300.0
+_EXIT_ON_ERROR = 86
+
+
+@dataclass(frozen=True)
+class SanitizeResult:
+    """``status``: clean (every tool ran and found nothing), unsafe (a tool reported an error:
+    ``finding`` is the first), or not_sanitized (the tool is missing or could not run: ``message``)."""
+    status: str
+    message: str = ""
+    finding: Finding | None = None
+    tools: tuple[str, ...] = ()        # the tools that ran to their end
+    wall_s: float = 0.0
+
+    @property
+    def clean(self) -> bool:
+        return self.status == "clean"
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "message": self.message, "tools": list(self.tools), "wall_s": self.wall_s,
+                "finding": None if self.finding is None else self.finding.__dict__ | {"sentence": self.finding.sentence()}}
+
+
+def find_sanitizer() -> str | None:
+    import os
+    import shutil
+
+    chosen = os.environ.get(SANITIZER_ENV)
+    if chosen:
+        return chosen if os.path.isfile(chosen) and os.access(chosen, os.X_OK) else None
+    return shutil.which("compute-sanitizer") or next(
+        (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), None)
+
+
+class Sanitizer:
+    """Runs a candidate's GPU job under each compute-sanitizer tool in turn (the child launches
+    the candidate alone, once, at the smallest verification size: :mod:`.sanitize_child`); stops
+    at the first tool that reports an error."""
+
+    def __init__(self, *, exe: str | None = None, tools=TOOLS, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 python: str | None = None):
+        import sys
+
+        self.exe = exe or find_sanitizer()
+        self.tools = tuple(tools)
+        self.timeout_s = timeout_s
+        self.python = python or sys.executable
+
+    def command(self, tool: str, jobdir: str) -> list[str]:
+        extra = ["--leak-check", "no"] if tool == "memcheck" else []
+        return [self.exe, "--tool", tool, *extra, "--error-exitcode", str(_EXIT_ON_ERROR), "--print-limit", "1",
+                "--show-backtrace", "no", self.python, "-m", "optiml.verify.worker", "--sanitize", jobdir]
+
+    def sanitize(self, job) -> SanitizeResult:
+        import pickle
+        import tempfile
+        import time
+        from dataclasses import replace
+        from pathlib import Path
+
+        from ..procs import child_env, run_with_timeout
+
+        if self.exe is None:
+            return SanitizeResult("not_sanitized", "compute-sanitizer was not found (install the CUDA toolkit, or set "
+                                  f"{SANITIZER_ENV})")
+        t0 = time.perf_counter()
+        done: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="optiml-sanitize-") as d:
+            (Path(d) / "job.pkl").write_bytes(pickle.dumps(replace(job, time_it=False, profile_tag=None)))
+            for tool in self.tools:
+                code, out = run_with_timeout(self.command(tool, d), self.timeout_s, env=child_env())
+                wall = time.perf_counter() - t0
+                if code is None:
+                    return SanitizeResult("not_sanitized", f"{tool} did not finish within {self.timeout_s:g} s",
+                                          tools=tuple(done), wall_s=wall)
+                report = parse(out, tool)
+                in_kernel = [f for f in report.findings if f.kernel]
+                if in_kernel or (report.complete and report.errors):
+                    # a report about a kernel; a tool that failed to start reports no kernel and no summary
+                    finding = (in_kernel or list(report.findings) or [Finding(tool, f"{report.errors} error(s)")])[0]
+                    return SanitizeResult("unsafe", finding.sentence(), finding, tuple(done), wall)
+                if not report.complete or code not in (0, _EXIT_ON_ERROR):
+                    last = next((ln for ln in reversed(out.strip().splitlines()) if ln.strip()), "no output")
+                    return SanitizeResult("not_sanitized", f"{tool} could not run the candidate (exit {code}): "
+                                          f"{_PREFIX.sub('', last).strip()}", tools=tuple(done), wall_s=wall)
+                done.append(tool)
+        return SanitizeResult("clean", f"passed {', '.join(done)}", tools=tuple(done), wall_s=time.perf_counter() - t0)

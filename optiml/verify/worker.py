@@ -444,6 +444,10 @@ def _write(path: Path, result: HarnessResult) -> int:
 if __name__ == "__main__":
     if sys.argv[1] == "--serve":        # --serve WORKDIR CTRL_FD DEVICE
         sys.exit(serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    if sys.argv[1] == "--sanitize":         # --sanitize JOBDIR (run under compute-sanitizer)
+        from .sanitize_child import sanitize_once
+
+        sys.exit(sanitize_once(sys.argv[2]))
     if sys.argv[1] == "--profile-batch":     # --profile-batch WORKDIR DEVICE OUTER PPID (run under ncu)
         sys.exit(profile_batch(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])))
     sys.exit(main(sys.argv[1]))
