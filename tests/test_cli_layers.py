@@ -48,7 +48,7 @@ def test_run_optimize_raises_the_sentences_the_command_prints(tmp_path, monkeypa
     assert calls == []
 
 
-def test_the_command_draws_progress_and_prints_two_lines(tmp_path, monkeypatch):
+def test_the_command_draws_progress_and_prints_its_lines(tmp_path, monkeypatch):
     import optiml.cli.optimize as command
 
     seen = {}
@@ -61,7 +61,8 @@ def test_the_command_draws_progress_and_prints_two_lines(tmp_path, monkeypatch):
         on_progress(2, 3, 2.0)
         on_search_end()
         final = {"status": "ok", "speedup": 2.0, "seed_ms": 4.0, "best_ms": 2.0,
-                 "search_seed_ms": 4.1, "search_best_ms": 2.1}
+                 "search_seed_ms": 4.1, "search_best_ms": 2.1,
+                 "sanitize": {"status": "clean", "tools": ["memcheck", "racecheck"], "message": "", "wall_s": 4.0}}
         return OptimizeResult(run_id=7, evaluations=3, best_source="//", best_path=("BLOCK 16 -> 32",),
                               final=final, output=tmp_path / "k.optiml.cu")
 
@@ -71,9 +72,11 @@ def test_the_command_draws_progress_and_prints_two_lines(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     o = seen["options"]
     assert o.kernel == tmp_path / "k.cu" and o.budget == 2 and o.profile is False and o.proposer == "rules"
+    assert o.sanitize == "best"
     assert r.stdout.splitlines() == [
         f"run 7: 3 candidates; best 2.00x (4.0000 -> 2.0000 ms, re-verified and timed interleaved with the seed); "
         f"path: BLOCK 16 -> 32; written to {tmp_path / 'k.optiml.cu'}",
+        "sanitize: passed memcheck, racecheck",
         f"see why: optiml show 7 --db {tmp_path / 't.db'}"]
     assert r.stderr.splitlines() == ["optimizing", "optimizing (best 2.00x)"]    # not a terminal: each label once
 
@@ -102,3 +105,17 @@ def test_eval_shows_the_child_output_after_a_crash_or_a_harness_failure(status, 
     assert f"status    {status}: it failed" in text
     assert ("child output (tail):" in text) == shows_tail
     assert ("illegal memory access" in text) == shows_tail
+
+
+@pytest.mark.parametrize("verdict, mode, line", [
+    (None, "off", "sanitize: off (the written kernel was not run under compute-sanitizer)"),
+    (None, "best", "sanitize: not sanitized"),
+    ({"status": "unsafe", "message": "memcheck: Invalid __global__ write", "tools": []}, "best",
+     "sanitize: UNSAFE: memcheck: Invalid __global__ write"),
+    ({"status": "not_sanitized", "message": "compute-sanitizer was not found", "tools": []}, "all",
+     "sanitize: not sanitized (compute-sanitizer was not found)"),
+])
+def test_the_summary_says_plainly_what_the_sanitizer_made_of_the_kernel(verdict, mode, line):
+    from optiml.cli.optimize import sanitize_line
+
+    assert sanitize_line({"sanitize": verdict}, mode) == line

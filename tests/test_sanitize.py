@@ -80,7 +80,7 @@ class ScriptedSanitizer:
     def __init__(self, result):
         self.result, self.jobs = result, []
 
-    def sanitize(self, job):
+    def sanitize(self, job, gpu_lock=None):
         self.jobs.append(job)
         return self.result
 
@@ -119,3 +119,63 @@ def test_eval_prints_the_verdict():
         ev = SimpleNamespace(harness=None, build=None, launch=None, status="ok", message="", seed=1, sanitize=res)
         assert f"sanitize  {shown}" in format_evaluation(ev, Path("k.cu"), SimpleNamespace(entry="k"))
     assert pickle.loads(pickle.dumps(f)) == f
+
+
+class FakeTimedHarness(FakeHarness):
+    """Answers ok with a median set by the candidate's BLOCK (ms = BLOCK / 100)."""
+
+    def run(self, job, lend=None):
+        ms = job.candidate.constants["BLOCK"] / 100
+        return HarnessResult("ok", timing=TimingResult(ms, ms, ms, ms, ms, ms, 0.0, 10, 3, 1, True))
+
+
+class BlockSanitizer(ScriptedSanitizer):
+    """Unsafe for the BLOCK values named, clean otherwise."""
+
+    def __init__(self, unsafe=()):
+        super().__init__(None)
+        self.unsafe = unsafe
+
+    def sanitize(self, job, gpu_lock=None):
+        self.jobs.append(job.candidate.constants["BLOCK"])
+        if job.candidate.constants["BLOCK"] in self.unsafe:
+            return SanitizeResult("unsafe", "memcheck: Invalid __global__ write")
+        return SanitizeResult("clean", "passed", tools=("memcheck",))
+
+
+@pytest.mark.parametrize("unsafe, sanitized", [((), [300, 200, 100]), ((200,), [300, 200, 250, 100])])
+def test_best_mode_sanitizes_each_candidate_faster_than_every_one_accepted(tmp_path, unsafe, sanitized):
+    from optiml.runner import Preparer, standard_stages
+
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    fake = BlockSanitizer(unsafe)
+    with Runner(standard_stages(prep, sanitizer=fake, sanitize="best"), [0], harness_factory=lambda d: FakeTimedHarness(),
+                build_workers=1, workers_per_gpu=1) as runner:
+        results = [runner.evaluate(Candidate(KERNEL.replace("BLOCK 128", f"BLOCK {b}"))) for b in (300, 200, 250, 100, 150)]
+    assert fake.jobs == sanitized
+    assert [r.status for r in results] == ["unsafe" if b in unsafe else "ok" for b in (300, 200, 250, 100, 150)]
+
+
+def test_the_device_is_held_only_for_the_launch(tmp_path):
+    """A fake compute-sanitizer whose 'start-up' takes 0.4 s, then speaks the child's ready/go/finished."""
+    exe = tmp_path / "compute-sanitizer"
+    exe.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, sys, time
+        d = sys.argv[-1]
+        time.sleep(0.4)                                   # the tool and CUDA starting
+        if os.path.exists(os.path.join(d, "wait")):
+            open(os.path.join(d, "ready"), "w").close()
+            while not os.path.exists(os.path.join(d, "go")):
+                time.sleep(0.001)
+            time.sleep(0.05)                              # the launch
+            open(os.path.join(d, "finished"), "w").close()
+        print("========= COMPUTE-SANITIZER"); print("========= ERROR SUMMARY: 0 errors")
+    """))
+    exe.chmod(0o755)
+    from optiml.runner import FairLock
+
+    lock = FairLock()
+    r = Sanitizer(exe=str(exe), tools=("memcheck", "synccheck")).sanitize(job(tmp_path), gpu_lock=lock)
+    assert r.status == "clean" and r.wall_s > 0.8
+    assert 0.1 <= lock.held_s < 0.35, lock.held_s               # two launches of ~0.05 s, not 0.9 s

@@ -18,7 +18,7 @@ def search_result(ev: Evaluation) -> Result:
                   spread=hr.timing.spread if hr is not None and hr.timing is not None else None,
                   metrics=dict(prof.metrics) if profiled else {}, diagnosis=tuple(prof.diagnosis) if profiled else (),
                   resources=asdict(ev.resources) if ev.resources else {}, stage_s=dict(ev.stage_s),
-                  speed_of_light=ev.speed_of_light)
+                  speed_of_light=ev.speed_of_light, sanitize=ev.sanitize.to_dict() if ev.sanitize else None)
 
 
 class RunnerEvaluator:

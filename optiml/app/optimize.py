@@ -43,6 +43,7 @@ class OptimizeOptions:
     build_jobs: int | None = None
     cluster: str | None = None
     output: Path | None = None             # None: KERNEL.optiml.cu
+    sanitize: str = "best"                 # compute-sanitizer: each new best ("best"), every verified ("all"), "off"
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
     from .evaluator import RunnerEvaluator
     from .records import StoreObserver, resume_search
 
+    if opts.sanitize not in ("best", "all", "off"):
+        raise UserError(f"--sanitize takes best, all or off, not {opts.sanitize!r}.")
     if opts.budget is not None and opts.budget < 1:
         raise UserError(f"--budget must be at least 1, not {opts.budget}.")
     for flag, value in (("--parallel", opts.parallel), ("--jobs", opts.build_jobs)):
@@ -155,7 +158,13 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
     from ..profiler.ncu import NcuProfiler
     from ..verify.worker_client import WorkerHarness
 
-    stages = standard_stages(prep, NcuProfiler() if profile else None)
+    sanitizer = None
+    if opts.sanitize != "off":
+        from ..verify.sanitizer import Sanitizer
+
+        sanitizer = Sanitizer()
+    stages = standard_stages(prep, NcuProfiler() if profile else None, sanitizer=sanitizer,
+                             sanitize=opts.sanitize if sanitizer is not None else "asked")
     with Runner(stages, devices, harness_factory=lambda d: WorkerHarness(d, timeout_s=opts.timeout_s),
                 build_workers=opts.build_jobs) as runner:
         evaluator = RunnerEvaluator(runner)
@@ -177,7 +186,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
             store.set_run_status(run_id, "failed")
             raise UserError(f"{kernel}: the kernel itself does not verify ({root.status}: "
                             f"{root.result.message}); fix it first.")
-        final = final_timing(runner, root, best)
+        final = final_timing(runner, root, best, sanitize=sanitizer is not None)
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
     out = opts.output or kernel.with_suffix(".optiml.cu")
@@ -220,18 +229,25 @@ def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, o
         raise
 
 
-def final_timing(runner, root, best) -> dict:
+def final_timing(runner, root, best, sanitize: bool = False) -> dict:
     """The best kernel (a search Node) verified again on fresh inputs, then timed interleaved with the
-    seed (the root) by ``runner``, in one job."""
+    seed (the root) by ``runner``, in one job; with ``sanitize``, also under compute-sanitizer unless
+    the search already sanitized it (``final["sanitize"]`` is the verdict either way)."""
     from ..runner import Candidate
 
     base = {"search_seed_ms": root.median_ms, "search_best_ms": best.median_ms, "best_edits": list(best.path())}
+    known = dict(best.result.sanitize) if best.result.sanitize else None
+    again = sanitize and (known is None or known.get("status") != "clean")
+    if best is root and not again:
+        return base | {"status": "ok", "message": "the seed is the best", "seed_ms": root.median_ms,
+                       "best_ms": root.median_ms, "speedup": 1.0, "sanitize": known}
+    ev = runner.evaluate(Candidate(best.source, tuple(best.flags), name="best.cu"), profile=False,
+                         baseline=Candidate(root.source, tuple(root.flags), name="seed.cu"), sanitize=again)
+    verdict = ev.sanitize.to_dict() if ev.sanitize is not None else known
+    if not ev.ok or not ev.median_ms or not ev.baseline_ms:
+        return base | {"status": str(ev.status), "message": ev.message, "sanitize": verdict}
     if best is root:
         return base | {"status": "ok", "message": "the seed is the best", "seed_ms": root.median_ms,
-                       "best_ms": root.median_ms, "speedup": 1.0}
-    ev = runner.evaluate(Candidate(best.source, tuple(best.flags), name="best.cu"), profile=False,
-                         baseline=Candidate(root.source, tuple(root.flags), name="seed.cu"))
-    if not ev.ok or not ev.median_ms or not ev.baseline_ms:
-        return base | {"status": str(ev.status), "message": ev.message}
+                       "best_ms": root.median_ms, "speedup": 1.0, "sanitize": verdict}
     return base | {"status": "ok", "message": "", "seed_ms": ev.baseline_ms, "best_ms": ev.median_ms,
-                   "speedup": ev.baseline_ms / ev.median_ms, "seed": ev.seed}
+                   "speedup": ev.baseline_ms / ev.median_ms, "seed": ev.seed, "sanitize": verdict}

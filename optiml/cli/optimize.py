@@ -41,12 +41,15 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("--jobs", "build_jobs", type=int, help="nvcc builds at once (default: CPU cores - 1).")
 @click.option("--cluster", metavar="ADDRESS", envvar="OPTIML_CLUSTER",
               help="Dask scheduler (tcp://host:8786) whose workers build the candidates (needs the dask extra).")
+@click.option("--sanitize", type=click.Choice(["best", "all", "off"]), default="best", show_default=True,
+              help="Run compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on each new best candidate, "
+                   "on every verified one, or not at all; an unsafe candidate is never the best.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write the best kernel (default: KERNEL.optiml.cu).")
 def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, time_limit: float | None, seed: int,
              seed_kernels: tuple[Path, ...], proposer: str, llm_model: str | None, llm_base_url: str | None,
              llm_timeout: float, resume_run: int | None, no_profile: bool, db_path: Path, arch: str | None,
              timeout: float, gpus: str, parallel: int | None, build_jobs: int | None, cluster: str | None,
-             output: Path | None) -> None:
+             sanitize: str, output: Path | None) -> None:
     """Search source edits of KERNEL under verification and write the best verified kernel.
 
     \b
@@ -61,7 +64,8 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
                            seed_kernels=tuple(seed_kernels), proposer=proposer, llm_model=llm_model,
                            llm_base_url=llm_base_url, llm_timeout_s=llm_timeout, resume=resume_run,
                            profile=not no_profile, db=db_path, arch=arch, timeout_s=timeout, gpus=gpus,
-                           parallel=parallel, build_jobs=build_jobs, cluster=cluster, output=output)
+                           parallel=parallel, build_jobs=build_jobs, cluster=cluster, output=output,
+                           sanitize=sanitize)
     bar = None
 
     def on_progress(done: int, total: int, speedup: float | None) -> None:
@@ -83,7 +87,22 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
     finally:
         on_search_end()
     click.echo(summary_line(result))
+    click.echo(sanitize_line(result.final, sanitize))
     click.echo(f"see why: optiml show {result.run_id} --db {db_path}")
+
+
+def sanitize_line(final: dict, mode: str) -> str:
+    """Which compute-sanitizer checks the written kernel passed, in one line."""
+    v = final.get("sanitize")
+    if mode == "off":
+        return "sanitize: off (the written kernel was not run under compute-sanitizer)"
+    if not v:
+        return "sanitize: not sanitized"
+    if v["status"] == "clean":
+        return f"sanitize: passed {', '.join(v['tools'])}"
+    if v["status"] == "unsafe":
+        return f"sanitize: UNSAFE: {v['message']}"
+    return f"sanitize: not sanitized ({v['message']})"
 
 
 def summary_line(result) -> str:

@@ -93,7 +93,7 @@ class Runner:
                  device: int = 0, sanitizer=None) -> "Runner":
         """The standard stages for one candidate at a time: one build thread, ``harness`` on
         ``device``, profiles one by one with nothing started ahead."""
-        return cls(standard_stages(prep, profiler, prestart=False, sanitizer=sanitizer), (device,),
+        return cls(standard_stages(prep, profiler, prestart=False, sanitizer=sanitizer, sanitize="asked"), (device,),
                    harness_factory=lambda d: harness,
                    build_workers=1, max_batch=1, min_batch=1, workers_per_gpu=1)
 

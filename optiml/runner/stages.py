@@ -166,6 +166,7 @@ class CheckStage:
                 judge(self.prep, item.ev, item.job, hr, harness)
             dev.jobs += 1
             dev.name = dev.name or (hr.device_name or "")
+            item.device = dev
 
     def close(self) -> None:
         pass
@@ -174,24 +175,42 @@ class CheckStage:
 class SanitizeStage:
     """Run a verified candidate under compute-sanitizer (each tool in turn, the candidate alone at
     a small size): an error is the status ``unsafe`` with the tool's first report; a sanitizer that
-    cannot run leaves the status as it is and says so on ``Evaluation.sanitize``."""
-    name, where, lends_gpu = "sanitize", Where.GPU, False
+    cannot run leaves the status as it is and says so on ``Evaluation.sanitize``.
 
-    def __init__(self, sanitizer):
-        self.sanitizer = sanitizer
+    ``mode``: ``all`` verified candidates, or (``best``) those faster than every candidate accepted
+    so far, so the best is never one that was not sanitized, or (``asked``) only those submitted
+    with ``sanitize=True``, which every mode sanitizes. It runs on the CPU pool: the device is held only for the
+    candidate's launch, not for each tool's start-up (a few seconds), so timing does not wait."""
+    name, where, lends_gpu = "sanitize", Where.CPU, False
+
+    def __init__(self, sanitizer, mode: str = "best"):
+        if mode not in ("asked", "best", "all"):
+            raise ValueError(f"sanitize mode {mode!r}")
+        self.sanitizer, self.mode = sanitizer, mode
+        self._best: float | None = None           # the fastest median accepted (sanitized, not unsafe)
+        self._lock = threading.Lock()
 
     def wants(self, item: Item) -> bool:
-        return item.sanitize
+        if item.sanitize or self.mode == "all":
+            return True
+        if self.mode == "asked":
+            return False
+        median = item.ev.median_ms if item.ev is not None else None
+        with self._lock:
+            return median is not None and (self._best is None or median < self._best)
 
     def run(self, items: list[Item], slot: Slot) -> None:
-        dev = slot.device
         for item in items:
-            with dev.lock:
-                res = self.sanitizer.sanitize(replace(item.job, device=dev.index))
+            dev = item.device
+            job = replace(item.job, device=dev.index) if dev is not None else item.job
+            res = self.sanitizer.sanitize(job, gpu_lock=dev.lock if dev is not None else None)
             item.ev.sanitize = res
             item.ev.stage_s["sanitize"] = res.wall_s
             if res.status == "unsafe":
                 item.ev.fail(Status.UNSAFE, res.message)
+            elif item.ev.median_ms is not None:
+                with self._lock:
+                    self._best = item.ev.median_ms if self._best is None else min(self._best, item.ev.median_ms)
 
     def close(self) -> None:
         pass
@@ -235,13 +254,13 @@ class ProfileStage:
 
 
 def standard_stages(prep: Preparer, profiler: Profiler | None = None, *, prestart: bool = True,
-                    sanitizer=None) -> list[Stage]:
+                    sanitizer=None, sanitize: str = "best") -> list[Stage]:
     """The order of a candidate's evaluation: build, verify and time on the GPU, (with a sanitizer,
     for the candidates submitted with ``sanitize=True``) sanitize, then (with a profiler) profile
     the verified ones."""
     stages: list[Stage] = [BuildStage(prep), CheckStage(prep)]
     if sanitizer is not None:
-        stages.append(SanitizeStage(sanitizer))
+        stages.append(SanitizeStage(sanitizer, sanitize))
     if profiler is not None:
         stages.append(ProfileStage(prep, profiler, prestart=prestart))
     return stages

@@ -20,6 +20,7 @@ class Result:
     resources: Mapping[str, Any] = field(default_factory=dict)   # ptxas: registers, shared memory, spills
     stage_s: Mapping[str, float] = field(default_factory=dict)
     speed_of_light: Mapping[str, Any] | None = None
+    sanitize: Mapping[str, Any] | None = None  # compute-sanitizer's verdict (status, tools, finding), when it ran
 
     @property
     def ok(self) -> bool:
@@ -32,6 +33,7 @@ class Result:
         d["metrics"], d["resources"], d["stage_s"] = dict(self.metrics), dict(self.resources), dict(self.stage_s)
         d["diagnosis"] = list(self.diagnosis)
         d["speed_of_light"] = dict(self.speed_of_light) if self.speed_of_light is not None else None
+        d["sanitize"] = dict(self.sanitize) if self.sanitize is not None else None
         return d
 
     @classmethod

@@ -2,12 +2,18 @@
 the candidate alone, launched once at the smallest verification size, on buffers of exactly the
 arrays' sizes; inputs hold fresh draws, outputs are left unwritten (so a read of memory the kernel
 never wrote is one initcheck sees). No reference and no gpu_ops kernel runs, so whatever the tool
-reports is the candidate's. Exit 0 after a clean launch, 4 when the launch failed."""
+reports is the candidate's. Exit 0 after a clean launch, 4 when the launch failed.
+
+When the parent asks for it (a ``wait`` file in JOBDIR), the child writes ``ready`` once all is
+set, launches only after the parent's ``go``, and writes ``finished``: the parent holds the
+device only for the launch, not for the tool's start-up."""
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import sys
+import time
 from pathlib import Path
 
 from .gpu import _launch, _open_gpu
@@ -26,8 +32,19 @@ def smallest_size_index(spec, constants: dict | None = None) -> int:
     return min(range(1, len(sets)), key=lambda i: (nbytes(i), i))
 
 
+def _wait_for_go(d: Path, timeout_s: float = 3600.0) -> bool:
+    (d / "ready").write_text("")
+    parent, deadline = os.getppid(), time.monotonic() + timeout_s
+    while not (d / "go").exists():
+        if time.monotonic() > deadline or os.getppid() != parent:
+            return False
+        time.sleep(0.002)
+    return True
+
+
 def sanitize_once(jobdir: str) -> int:
-    job: HarnessJob = pickle.loads((Path(jobdir) / "job.pkl").read_bytes())
+    d = Path(jobdir)
+    job: HarnessJob = pickle.loads((d / "job.pkl").read_bytes())
     gpu, failed = _open_gpu(job.device)
     if gpu is None:
         print(f"optiml: {failed.message}", flush=True)
@@ -50,8 +67,13 @@ def sanitize_once(jobdir: str) -> int:
             if a.role != "output" and arr.nbytes:
                 gpu.drv.memcpy_htod(buf, arr)
             args.append(int(buf))
-        _launch(gpu, fn, job.candidate.launches[idx], args)
-        gpu.stream.synchronize()
+        if (d / "wait").exists() and not _wait_for_go(d):
+            return 5
+        try:
+            _launch(gpu, fn, job.candidate.launches[idx], args)
+            gpu.stream.synchronize()
+        finally:
+            (d / "finished").write_text("")
         print("optiml: sanitized launch done", flush=True)
         return 0
     except gpu.drv.Error as e:

@@ -150,24 +150,25 @@ class Sanitizer:
         return [self.exe, "--tool", tool, *extra, "--error-exitcode", str(_EXIT_ON_ERROR), "--print-limit", "1",
                 "--show-backtrace", "no", self.python, "-m", "optiml.verify.worker", "--sanitize", jobdir]
 
-    def sanitize(self, job) -> SanitizeResult:
+    def sanitize(self, job, gpu_lock=None) -> SanitizeResult:
+        """Every tool in turn on ``job``'s candidate. ``gpu_lock`` (a context manager) is held only
+        while the candidate's launch runs, not during each tool's start-up."""
         import pickle
         import tempfile
         import time
         from dataclasses import replace
         from pathlib import Path
 
-        from ..procs import child_env, run_with_timeout
-
         if self.exe is None:
             return SanitizeResult("not_sanitized", "compute-sanitizer was not found (install the CUDA toolkit, or set "
                                   f"{SANITIZER_ENV})")
         t0 = time.perf_counter()
         done: list[str] = []
-        with tempfile.TemporaryDirectory(prefix="optiml-sanitize-") as d:
-            (Path(d) / "job.pkl").write_bytes(pickle.dumps(replace(job, time_it=False, profile_tag=None)))
+        with tempfile.TemporaryDirectory(prefix="optiml-sanitize-") as tmp:
+            d = Path(tmp)
+            (d / "job.pkl").write_bytes(pickle.dumps(replace(job, time_it=False, profile_tag=None)))
             for tool in self.tools:
-                code, out = run_with_timeout(self.command(tool, d), self.timeout_s, env=child_env())
+                code, out = self._run(tool, d, gpu_lock)
                 wall = time.perf_counter() - t0
                 if code is None:
                     return SanitizeResult("not_sanitized", f"{tool} did not finish within {self.timeout_s:g} s",
@@ -184,3 +185,43 @@ class Sanitizer:
                                           f"{_PREFIX.sub('', last).strip()}", tools=tuple(done), wall_s=wall)
                 done.append(tool)
         return SanitizeResult("clean", f"passed {', '.join(done)}", tools=tuple(done), wall_s=time.perf_counter() - t0)
+
+    def _run(self, tool: str, d, gpu_lock) -> tuple[int | None, str]:
+        """One tool's run: (exit code or None at the timeout, its output)."""
+        import contextlib
+        import subprocess
+        import time
+
+        from ..procs import child_env, kill_group
+
+        for name in ("ready", "go", "finished", "wait"):
+            (d / name).unlink(missing_ok=True)
+        if gpu_lock is not None:
+            (d / "wait").write_text("")
+        log = d / f"{tool}.log"
+        deadline = time.monotonic() + self.timeout_s
+        with open(log, "w") as f:
+            proc = subprocess.Popen(self.command(tool, str(d)), stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=child_env(), start_new_session=True)
+        try:
+            if gpu_lock is not None:
+                if _wait_for(d / "ready", proc, deadline):
+                    with gpu_lock if gpu_lock is not None else contextlib.nullcontext():
+                        (d / "go").write_text("")
+                        _wait_for(d / "finished", proc, deadline)
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            return None, log.read_text(errors="replace")
+        return proc.returncode, log.read_text(errors="replace")
+
+
+def _wait_for(path, proc, deadline: float) -> bool:
+    """Until ``path`` exists (True), or the process ended or the deadline passed (False)."""
+    import time
+
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return path.exists()
+        time.sleep(0.002)
+    return True
