@@ -55,7 +55,7 @@ def job(tmp_path):
     ("divergent_barrier", "unsafe", ("memcheck", "racecheck", "initcheck"), "synccheck: Barrier error detected"),
     ("broken", "not_sanitized", (), "memcheck could not run the candidate (exit 1)"),
 ])
-def test_each_tool_in_turn_until_the_first_report(tmp_path, fake_sanitizer, monkeypatch, case, status, tools, words):
+def test_the_verdict_is_the_first_report_in_tool_order(tmp_path, fake_sanitizer, monkeypatch, case, status, tools, words):
     monkeypatch.setenv("FAKE_CASE", case)
     r = Sanitizer(exe=fake_sanitizer).sanitize(job(tmp_path))
     assert r.status == status and r.tools == tools and words in r.message, r
@@ -177,5 +177,5 @@ def test_the_device_is_held_only_for_the_launch(tmp_path):
 
     lock = FairLock()
     r = Sanitizer(exe=str(exe), tools=("memcheck", "synccheck")).sanitize(job(tmp_path), gpu_lock=lock)
-    assert r.status == "clean" and r.wall_s > 0.8
-    assert 0.1 <= lock.held_s < 0.35, lock.held_s               # two launches of ~0.05 s, not 0.9 s
+    assert r.status == "clean" and 0.4 < r.wall_s < 0.8          # the two tools start up at once
+    assert 0.1 <= lock.held_s < 0.35, lock.held_s               # two launches of ~0.05 s, not the start-ups
