@@ -230,8 +230,12 @@ def test_a_candidate_that_queued_while_a_batch_ran_does_not_go_alone(tmp_path):
             it = Item(Candidate(src(64)), None, time.perf_counter())
             it.queued_at = time.perf_counter() - age
             return it
+        coming = [item(0.0), item(0.0)]
+        for it in coming:
+            it.stage = 1                            # still verifying: on their way to the batch stage
         with pool._count_lock:
             pool._outstanding += 3                  # three submitted: one waits, two still on their way
+            pool._live.update({id(it): it for it in coming})
         with pool._cond:
             pool._batch[2].append(item(10.0))
         got = {}
@@ -240,7 +244,11 @@ def test_a_candidate_that_queued_while_a_batch_ran_does_not_go_alone(tmp_path):
         time.sleep(0.5)
         assert t.is_alive()                         # not alone: the others are coming
         with pool._cond:
-            pool._batch[2].extend([item(0.0), item(0.0)])
+            with pool._count_lock:
+                for it in coming:
+                    pool._live.pop(id(it))
+                    it.stage = 2
+            pool._batch[2].extend(coming)
             pool._cond.notify_all()
         t.join(5)
         assert len(got["batch"]) == 3
@@ -280,3 +288,27 @@ def test_a_second_worker_per_gpu_when_jobs_lend_it(tmp_path, python_ref, workers
     assert len(made) == workers
     assert sum(len(h.jobs) for h in made) == 6
     assert not clock.overlaps()                      # lending never puts two on the GPU at once
+
+
+def test_a_candidate_past_the_batch_stage_does_not_hold_a_batch(tmp_path):
+    """One being sanitized (after profiling) is not on its way to the profiler: a lone waiting
+    candidate goes at once instead of waiting BATCH_WAIT_S for it."""
+    pool, harnesses, clock, ev = make(tmp_path, min_batch=3, profile=False)
+    pool._batch[2] = collections.deque()
+    with pool:
+        waiting = Item(Candidate(src(64)), None, time.perf_counter())
+        waiting.stage = 2
+        past = Item(Candidate(src(96)), None, time.perf_counter())
+        past.stage = 3
+        with pool._count_lock:
+            pool._outstanding += 2
+            pool._live.update({id(waiting): waiting, id(past): past})
+        with pool._cond:
+            pool._batch[2].append(waiting)
+        t0 = time.monotonic()
+        batch = pool._take_batch(2)
+        assert len(batch) == 1 and time.monotonic() - t0 < 1.0
+        with pool._count_lock:
+            pool._outstanding -= 2
+            pool._in_batch -= 1
+            pool._live.clear()

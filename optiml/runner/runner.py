@@ -74,6 +74,7 @@ class Runner:
                                                            if s.where is Where.GPU_BATCH}
         self._cond = threading.Condition()
         self._outstanding = 0                    # submitted, not finished
+        self._live: dict[int, Item] = {}         # id -> submitted, not finished (each knows its stage)
         self._in_batch = 0                       # taken into a batch now being run
         self._count_lock = threading.Lock()
         self._closed = False
@@ -117,6 +118,7 @@ class Runner:
                     sanitize=sanitize)
         with self._count_lock:
             self._outstanding += 1
+            self._live[id(item)] = item
         self._advance(item)
         return fut
 
@@ -199,6 +201,7 @@ class Runner:
             return
         with self._count_lock:
             self._outstanding -= 1
+            self._live.pop(id(item), None)
             if item.in_batch:
                 self._in_batch -= 1
                 item.in_batch = False
@@ -218,7 +221,7 @@ class Runner:
 
     def _take_batch(self, index: int) -> list[Item] | None:
         """The next batch for stage ``index``: as many as are waiting (up to max_batch) once there
-        are min_batch of them, or no other candidate is on its way to it, or the device has been
+        are min_batch of them, or no other candidate is on its way to it (in an earlier stage), or the device has been
         ready for a batch for BATCH_WAIT_S; None when the runner closes. Each batch under ncu costs
         the GPU about a second of its own, so a batch gathers company while candidates still come."""
         called = time.perf_counter()
@@ -229,8 +232,8 @@ class Runner:
                     # waiting starts now, when the device can take a batch (a candidate that queued
                     # while the last batch was on the GPU has not held anything up)
                     waited = time.perf_counter() - max(waiting[0].queued_at, called)
-                    with self._count_lock:
-                        upstream = self._outstanding - len(waiting) - self._in_batch
+                    with self._count_lock:     # on their way to this stage (not past it, not in it)
+                        upstream = sum(1 for it in self._live.values() if it.stage < index)
                     if len(waiting) >= self.min_batch or upstream <= 0 or waited >= BATCH_WAIT_S or self._closed:
                         batch = [waiting.popleft() for _ in range(min(self.max_batch, len(waiting)))]
                         with self._count_lock:

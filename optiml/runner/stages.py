@@ -255,12 +255,12 @@ class ProfileStage:
 
 def standard_stages(prep: Preparer, profiler: Profiler | None = None, *, prestart: bool = True,
                     sanitizer=None, sanitize: str = "best") -> list[Stage]:
-    """The order of a candidate's evaluation: build, verify and time on the GPU, (with a sanitizer,
-    for the candidates submitted with ``sanitize=True``) sanitize, then (with a profiler) profile
-    the verified ones."""
+    """The order of a candidate's evaluation: build, verify and time on the GPU, (with a profiler)
+    profile the verified ones, then (with a sanitizer, by its mode) sanitize: last, so that the
+    profiler's batches never wait for a sanitizer's few seconds."""
     stages: list[Stage] = [BuildStage(prep), CheckStage(prep)]
-    if sanitizer is not None:
-        stages.append(SanitizeStage(sanitizer, sanitize))
     if profiler is not None:
         stages.append(ProfileStage(prep, profiler, prestart=prestart))
+    if sanitizer is not None:
+        stages.append(SanitizeStage(sanitizer, sanitize))
     return stages
