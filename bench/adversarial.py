@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             builder = adv.builder_for(case, arch, cache)
             harness = adv.harness_for(case) if use_gpu else NoGpuHarness()
             t0 = time.perf_counter()
-            ev = adv.evaluate(case.kernel, builder, harness, time_it=case.time_it)
+            ev = adv.evaluate(case.kernel, builder, harness, time_it=case.time_it,
+                              sanitizer=adv.sanitizer_for(case) if use_gpu else None, proposal_on=case.proposal_on)
             wall = time.perf_counter() - t0
             after = ""
             if use_gpu:

@@ -78,7 +78,8 @@ def cpu_results(tmp_path_factory):
     for case in CPU_CASES:
         cache = tmp_path_factory.mktemp(case.name)
         t0 = time.perf_counter()
-        ev = adv.evaluate(case.kernel, adv.builder_for(case, ARCH, cache), FakeHarnessThatMustNotRun())
+        ev = adv.evaluate(case.kernel, adv.builder_for(case, ARCH, cache), FakeHarnessThatMustNotRun(),
+                          proposal_on=case.proposal_on)
         wall = time.perf_counter() - t0
         deadline = time.monotonic() + 5
         while _processes_in(cache) and time.monotonic() < deadline:
@@ -207,7 +208,9 @@ def test_memorized_table_is_right_for_its_one_input_only():
 
 
 def test_every_case_kernel_and_spec_exist_and_statuses_are_known():
-    from optiml.status import EVALUATION_STATUSES as STATUSES
+    from optiml.status import Status
+
+    STATUSES = {s.value for s in Status}
 
     names = [c.name for c in adv.CASES]
     assert len(names) == len(set(names))

@@ -31,7 +31,8 @@ def run(case: adv.AdversarialCase, arch: str, cache):
     """The case's evaluation, then the good kernel's with the same builder and harness."""
     builder = adv.builder_for(case, arch, cache)
     harness = adv.harness_for(case)
-    ev = adv.evaluate(case.kernel, builder, harness, time_it=case.time_it)
+    ev = adv.evaluate(case.kernel, builder, harness, time_it=case.time_it, sanitizer=adv.sanitizer_for(case),
+                      proposal_on=case.proposal_on)
     good = adv.evaluate(adv.GOOD, builder, harness)
     return ev, good
 

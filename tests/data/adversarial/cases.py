@@ -29,6 +29,8 @@ class AdversarialCase:
     known_gap: str | None = None       # why the pipeline does not give the expected status yet
     control: bool = False              # a correct kernel: shows that the spec and reference of its
                                        # bad neighbours are right, so they fail for their flaw alone
+    sanitize: bool = False             # also run under compute-sanitizer (memory safety, races)
+    proposal_on: Path | None = None    # a model's proposal on top of this seed (the include rule applies)
 
 
 CASES: tuple[AdversarialCase, ...] = (
@@ -67,6 +69,17 @@ CASES: tuple[AdversarialCase, ...] = (
                     "correct, prints megabytes (the parent keeps a tail)"),
     AdversarialCase("vadd_fast_after_verify", HERE / "vadd_fast_after_verify.cu", "wrong_output", True,
                     "correct for its first 16 launches, idle while timed", time_it=True),
+    # ---- safe as well as right (compute-sanitizer), and candidate hygiene
+    AdversarialCase("vadd_ok_sanitized", KERNELS / "vadd_ok.cu", "ok", True, "correct, and clean under every tool",
+                    control=True, sanitize=True),
+    AdversarialCase("vadd_slack_write", HERE / "vadd_slack_write.cu", "unsafe", True,
+                    "right outputs, writes one past the end (into the allocation's slack)", sanitize=True),
+    AdversarialCase("vadd_uninit_read", HERE / "vadd_uninit_read.cu", "unsafe", True,
+                    "right outputs, reads memory never written", sanitize=True),
+    AdversarialCase("vadd_shared_race", HERE / "vadd_shared_race.cu", "unsafe", True,
+                    "right outputs, a shared-memory race", sanitize=True),
+    AdversarialCase("vadd_include_host", HERE / "vadd_include_host.cu", "edit_failed", False,
+                    "a proposal including a host file (nvcc would echo it into the log)", proposal_on=GOOD),
 )
 
 
@@ -82,14 +95,32 @@ def load(kernel: Path):
     return source, load_spec(find_spec(kernel), kernel, kernel_source=source)
 
 
-def evaluate(kernel: Path, builder, harness, *, time_it: bool = False):
+def evaluate(kernel: Path, builder, harness, *, time_it: bool = False, sanitizer=None, proposal_on: Path | None = None):
     """Evaluate a kernel as its own seed through optiml.runner.Runner.sequential (as test_gpu_eval.py's
-    ``evaluate``): the builder and harness are the caller's, so they can be real or fakes."""
-    from optiml.runner import Candidate, Runner
+    ``evaluate``): the builder, harness and sanitizer are the caller's, so they can be real or fakes.
+    With ``proposal_on``, the kernel is a model's proposal on that seed: the include rule a search
+    applies to proposals comes first (a refused one is an ``edit_failed`` Evaluation, never built)."""
+    from optiml.runner import Candidate, Evaluation, Runner
 
     source, spec = load(kernel)
-    ev = Runner.sequential(spec, source, builder, harness, include_dir=kernel.parent, kernel_name=kernel.name)
-    return ev.evaluate(Candidate(source, name=kernel.name), time_it=time_it)
+    if proposal_on is not None:
+        from optiml.edits.hygiene import include_violation
+
+        why = include_violation(proposal_on.read_text(), source, [kernel.parent])
+        if why:
+            return Evaluation("edit_failed", why)
+    with Runner.sequential(spec, source, builder, harness, include_dir=kernel.parent, kernel_name=kernel.name,
+                           sanitizer=sanitizer) as ev:
+        return ev.evaluate(Candidate(source, name=kernel.name), time_it=time_it, sanitize=sanitizer is not None)
+
+
+def sanitizer_for(c: AdversarialCase):
+    """The real compute-sanitizer for a case that asks for it, else None."""
+    if not c.sanitize:
+        return None
+    from optiml.verify.sanitizer import Sanitizer
+
+    return Sanitizer()
 
 
 def builder_for(c: AdversarialCase, arch: str, cache_dir: Path):
