@@ -43,3 +43,22 @@ def test_output_cut_off_before_its_summary_is_not_clean():
     cut = "\n".join(ln for ln in text.splitlines() if "SUMMARY" not in ln)
     r = parse(cut, "memcheck")
     assert not r.complete and not r.clean and r.errors == 0
+
+
+def test_a_cpp_kernel_signature_is_the_kernels_name():
+    """The form compute-sanitizer gives a kernel without extern "C" (seen on the H100 with the
+    adversarial vadd kernels): the whole signature, spaces and all, is the kernel."""
+    text = ("========= COMPUTE-SANITIZER\n"
+            "========= Invalid __global__ write of size 4 bytes\n"
+            "=========     at vadd(const float *, const float *, float *, int)+0x140 in vadd_slack_write.cu:11\n"
+            "=========     by thread (232,0,0) in block (4095,0,0)\n"
+            "=========     Access to 0x7f00 is out of bounds\n"
+            "========= \n"
+            "========= ERROR SUMMARY: 1 error\n")
+    f = parse(text, "memcheck").findings[0]
+    assert f.kernel == "vadd(const float *, const float *, float *, int)" and f.where == "vadd_slack_write.cu:11"
+    race = ("========= Error: Race reported between Write access at vadd(const float *, float *, int)+0x110 in r.cu:3\n"
+            "=========     and Read access at vadd(const float *, float *, int)+0x120 in r.cu:4 [4000 hazards]\n"
+            "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n")
+    r = parse(race, "racecheck").findings[0]
+    assert r.kernel == "vadd(const float *, float *, int)" and r.where == "r.cu:3" and r.detail == "4000 hazards"

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 
 _PREFIX = re.compile(r"^========= ?")
-_AT = re.compile(r"^\s*at (?P<kernel>[^\s+]+)(?:\+0x[0-9a-f]+)?(?: in (?P<where>\S+))?")
+_AT = re.compile(r"^\s*at (?P<kernel>.+?)(?:\+0x[0-9a-f]+)?(?: in (?P<where>\S+))?$")
 _BY = re.compile(r"^\s*by thread \((?P<thread>[\d,]+)\) in block \((?P<block>[\d,]+)\)")
-_RACE = re.compile(r"^(?:Error|Warning): Race reported between (?P<first>\w+) access at (?P<kernel>[^\s+]+)"
-                   r"(?:\+0x[0-9a-f]+)?(?: in (?P<where>\S+))?")
+_RACE = re.compile(r"^(?:Error|Warning): Race reported between (?P<first>\w+) access at (?P<kernel>.+?)"
+                   r"(?:\+0x[0-9a-f]+)?(?: in (?P<where>\S+))?$")
 _SUMMARY = re.compile(r"ERROR SUMMARY: (?P<n>[\d,]+) errors?")
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY: (?P<shown>\d+) hazards? displayed \((?P<n>\d+) errors?, (?P<w>\d+) warnings?\)")
 _NOISE = ("Saved host backtrace", "Host Frame:", "Device Frame:", "Target application returned an error",
