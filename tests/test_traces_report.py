@@ -122,3 +122,17 @@ def test_export_round_trips_through_pandas(traj, tmp_path, fmt):
     plain = pd.read_csv(path) if fmt == "csv" else pd.DataFrame(json.loads(path.read_text()))
     assert list(plain.columns) == list(df.columns) and len(plain) == 5
     assert plain["median_ms"].tolist()[:4] == [2.0, 1.25, 0.9, 1.0]
+
+
+@pytest.mark.parametrize("verdict, line", [
+    ({"status": "clean", "tools": ["memcheck", "racecheck", "initcheck", "synccheck"], "message": ""},
+     "sanitize: passed memcheck, racecheck, initcheck, synccheck"),
+    ({"status": "unsafe", "tools": [], "message": "memcheck: Invalid __global__ write of size 4 bytes"},
+     "sanitize: UNSAFE: memcheck: Invalid __global__ write of size 4 bytes"),
+    (None, "sanitize: not sanitized"),
+])
+def test_show_says_which_checks_the_written_kernel_passed(traj, verdict, line):
+    store, ids = traj
+    store.set_run_result(ids["run"], {"status": "ok", "speedup": 2.0, "seed_ms": 2.0, "best_ms": 1.0,
+                                      "best_edits": ["pad"], "sanitize": verdict})
+    assert line in format_path(store, ids["run"]).splitlines()

@@ -92,17 +92,12 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
 
 
 def sanitize_line(final: dict, mode: str) -> str:
-    """Which compute-sanitizer checks the written kernel passed, in one line."""
-    v = final.get("sanitize")
+    """Which compute-sanitizer checks the written kernel passed, in one line (as `optiml show` says it)."""
+    from ..traces.report import format_sanitize
+
     if mode == "off":
         return "sanitize: off (the written kernel was not run under compute-sanitizer)"
-    if not v:
-        return "sanitize: not sanitized"
-    if v["status"] == "clean":
-        return f"sanitize: passed {', '.join(v['tools'])}"
-    if v["status"] == "unsafe":
-        return f"sanitize: UNSAFE: {v['message']}"
-    return f"sanitize: not sanitized ({v['message']})"
+    return format_sanitize(final.get("sanitize"))
 
 
 def summary_line(result) -> str:

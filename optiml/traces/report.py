@@ -144,6 +144,8 @@ def format_path(store: TraceStore, run_id: int) -> str:
                      f"[{edits}], verified again on fresh inputs and timed interleaved with the seed in one process")
     elif final:
         lines.append(f"final re-timing failed: {final.get('status')}: {final.get('message')}")
+    if final:
+        lines.append(format_sanitize(final.get("sanitize")))
     lines.append(format_counts(store.status_counts(run_id)))
     return "\n".join(lines) + "\n"
 
@@ -218,3 +220,14 @@ def format_runs(rows: list[dict]) -> str:
     widths = [max(len(x[i]) for x in (head, *body)) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
                      for row in (head, *body)) + "\n"
+
+
+def format_sanitize(verdict: dict | None) -> str:
+    """What compute-sanitizer made of the written kernel, in one line."""
+    if not verdict:
+        return "sanitize: not sanitized"
+    if verdict.get("status") == "clean":
+        return f"sanitize: passed {', '.join(verdict.get('tools') or [])}"
+    if verdict.get("status") == "unsafe":
+        return f"sanitize: UNSAFE: {verdict.get('message')}"
+    return f"sanitize: not sanitized ({verdict.get('message')})"
