@@ -43,7 +43,8 @@ class OptimizeOptions:
     build_jobs: int | None = None
     cluster: str | None = None
     output: Path | None = None             # None: KERNEL.optiml.cu
-    sanitize: str = "best"                 # compute-sanitizer: each new best ("best"), every verified ("all"), "off"
+    sanitize: str | None = None            # compute-sanitizer: each new best ("best"), every verified ("all"),
+                                           # "off"; None: "best", or a resumed run's own
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class OptimizeResult:
     best_path: tuple[str, ...]
     final: dict                             # the interleaved re-timing (status, seed_ms, best_ms, speedup, ...)
     output: Path
+    sanitize: str = "best"                  # the compute-sanitizer mode the run used
 
     @property
     def speedup(self) -> float:
@@ -97,7 +99,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
     from .evaluator import RunnerEvaluator
     from .records import StoreObserver, resume_search
 
-    if opts.sanitize not in ("best", "all", "off"):
+    if opts.sanitize not in (None, "best", "all", "off"):
         raise UserError(f"--sanitize takes best, all or off, not {opts.sanitize!r}.")
     if opts.budget is not None and opts.budget < 1:
         raise UserError(f"--budget must be at least 1, not {opts.budget}.")
@@ -113,7 +115,8 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
         budget = 200 if opts.budget is None else opts.budget
         source, spec = load_task(kernel, opts.spec)
         seeds = [read_kernel(p) for p in opts.seed_kernels]
-        config = {"budget": budget, "seed": seed, "proposer": proposer, "profile": profile,
+        sanitize = opts.sanitize or "best"
+        config = {"budget": budget, "seed": seed, "proposer": proposer, "profile": profile, "sanitize": sanitize,
                   "kernel": str(kernel.resolve()), "spec": str(spec.path.resolve()), "llm_model": llm_model,
                   "llm_base_url": llm_base_url}
     else:
@@ -133,6 +136,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
         seeds = []
         seed, proposer = int(config.get("seed") or run["seed"] or 0), config.get("proposer", "rules")
         profile = profile and config.get("profile", True)
+        sanitize = opts.sanitize or config.get("sanitize") or "best"
         llm_model = llm_model or config.get("llm_model")
         llm_base_url = llm_base_url or config.get("llm_base_url")
         budget = opts.budget if opts.budget is not None else int(run["budget"] or config.get("budget") or 200)
@@ -159,12 +163,12 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
     from ..verify.worker_client import WorkerHarness
 
     sanitizer = None
-    if opts.sanitize != "off":
+    if sanitize != "off":
         from ..verify.sanitizer import Sanitizer
 
         sanitizer = Sanitizer()
     stages = standard_stages(prep, NcuProfiler() if profile else None, sanitizer=sanitizer,
-                             sanitize=opts.sanitize if sanitizer is not None else "asked")
+                             sanitize=sanitize if sanitizer is not None else "asked")
     with Runner(stages, devices, harness_factory=lambda d: WorkerHarness(d, timeout_s=opts.timeout_s),
                 build_workers=opts.build_jobs) as runner:
         evaluator = RunnerEvaluator(runner)
@@ -192,7 +196,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
     out = opts.output or kernel.with_suffix(".optiml.cu")
     out.write_text(best.source)
     return OptimizeResult(run_id=run_id, evaluations=search.evaluations, best_source=best.source,
-                          best_path=tuple(best.path()), output=out, final=final)
+                          best_path=tuple(best.path()), output=out, final=final, sanitize=sanitize)
 
 
 def _builder(arch: str, cluster: str | None):

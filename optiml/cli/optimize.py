@@ -41,15 +41,16 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("--jobs", "build_jobs", type=int, help="nvcc builds at once (default: CPU cores - 1).")
 @click.option("--cluster", metavar="ADDRESS", envvar="OPTIML_CLUSTER",
               help="Dask scheduler (tcp://host:8786) whose workers build the candidates (needs the dask extra).")
-@click.option("--sanitize", type=click.Choice(["best", "all", "off"]), default="best", show_default=True,
-              help="Run compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on each new best candidate, "
-                   "on every verified one, or not at all; an unsafe candidate is never the best.")
+@click.option("--sanitize", type=click.Choice(["best", "all", "off"]),
+              help="Run compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on each new best candidate "
+                   "(the default), on every verified one, or not at all; an unsafe candidate is never the best. "
+                   "With --resume: the run's own unless given.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write the best kernel (default: KERNEL.optiml.cu).")
 def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, time_limit: float | None, seed: int,
              seed_kernels: tuple[Path, ...], proposer: str, llm_model: str | None, llm_base_url: str | None,
              llm_timeout: float, resume_run: int | None, no_profile: bool, db_path: Path, arch: str | None,
              timeout: float, gpus: str, parallel: int | None, build_jobs: int | None, cluster: str | None,
-             sanitize: str, output: Path | None) -> None:
+             sanitize: str | None, output: Path | None) -> None:
     """Search source edits of KERNEL under verification and write the best verified kernel.
 
     \b
@@ -87,7 +88,7 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
     finally:
         on_search_end()
     click.echo(summary_line(result))
-    click.echo(sanitize_line(result.final, sanitize))
+    click.echo(sanitize_line(result.final, result.sanitize))
     click.echo(f"see why: optiml show {result.run_id} --db {db_path}")
 
 
