@@ -179,3 +179,185 @@ def test_the_device_is_held_only_for_the_launch(tmp_path):
     r = Sanitizer(exe=str(exe), tools=("memcheck", "synccheck")).sanitize(job(tmp_path), gpu_lock=lock)
     assert r.status == "clean" and 0.4 < r.wall_s < 0.8          # the two tools start up at once
     assert 0.1 <= lock.held_s < 0.35, lock.held_s               # two launches of ~0.05 s, not the start-ups
+
+
+class GatedSanitizer(BlockSanitizer):
+    """A fake sanitizer that holds every verdict until ``gate`` is set."""
+
+    def __init__(self, unsafe=()):
+        super().__init__(unsafe)
+        import threading
+
+        self.gate, self.started = threading.Event(), threading.Event()
+
+    def sanitize(self, job, gpu_lock=None):
+        self.started.set()
+        assert self.gate.wait(10)
+        return super().sanitize(job, gpu_lock)
+
+
+def _best_runner(tmp_path, fake):
+    from optiml.runner import Preparer, standard_stages
+
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    return Runner(standard_stages(prep, sanitizer=fake, sanitize="best"), [0], harness_factory=lambda d: FakeTimedHarness(),
+                  build_workers=1, workers_per_gpu=1)
+
+
+def block(b):
+    return Candidate(KERNEL.replace("BLOCK 128", f"BLOCK {b}"))
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_best_mode_gives_the_result_out_before_the_sanitizer_is_done(tmp_path, unsafe):
+    fake = GatedSanitizer(unsafe=(300,) if unsafe else ())
+    with _best_runner(tmp_path, fake) as runner:
+        ev = runner.submit(block(300)).result(timeout=30)       # the sanitizer holds its verdict meanwhile
+        assert ev.status == "ok" and ev.sanitize is None and ev.later is not None and not ev.later.done()
+        assert fake.started.wait(10)
+        fake.gate.set()
+        late = ev.later.result(timeout=10)
+    assert late.sanitize.status == ("unsafe" if unsafe else "clean")
+    assert late.status == ("unsafe" if unsafe else "ok") and ev.status == "ok"   # the given-out copy is not changed
+    assert late.median_ms == ev.median_ms and "sanitize" in late.stage_s
+
+
+def test_a_waiting_best_that_a_faster_one_overtook_is_not_sanitized(tmp_path):
+    fake = GatedSanitizer()
+    with _best_runner(tmp_path, fake) as runner:
+        evs = [runner.submit(block(300)).result(timeout=30)]
+        assert fake.started.wait(10)                   # 300 is in the sanitizer: 200 and 100 wait for it
+        evs += [runner.submit(block(b)).result(timeout=30) for b in (200, 100, 400)]
+        fake.gate.set()
+        lates = [ev.later.result(timeout=10) if ev.later is not None else None for ev in evs]
+    assert fake.jobs == [300, 100]                     # 200 was overtaken by 100; 400 never beat anything
+    assert [late.sanitize.status if late is not None and late.sanitize else None for late in lates] == \
+        ["clean", None, "clean", None]
+    assert evs[3].later is None
+
+
+def test_a_final_best_found_unsafe_gives_way_to_the_next_best(tmp_path):
+    """optimize's final step (app.optimize.sanitized_final) over the search of the fakes in
+    test_search_mcts: the fastest node is unsafe, so the next best is written, and the search
+    and its records say why."""
+    from optiml.app.optimize import sanitized_final
+    from optiml.search import MCTS, RecordingObserver, SearchConfig
+    from tests.test_search_mcts import ROOT, ReplayEvaluator, ScriptedProposer
+
+    rec = RecordingObserver()
+    search = MCTS(ROOT, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=60), observer=rec)
+    first = search.run()
+    assert first is not None and first is not search.root
+    assert any(c.status == "ok" and c.median_ms > first.median_ms * 1.05 for c in first.children)  # a regression below it
+
+    class FinalRunner:
+        """A fake runner for the final step: times anything at its search median; sanitizes the
+        sources named unsafe as unsafe."""
+
+        def __init__(self, unsafe):
+            self.unsafe, self.sanitized = unsafe, []
+
+        def submit(self, candidate, **kw):
+            from concurrent.futures import Future
+
+            fut = Future()
+            fut.set_result(self.evaluate(candidate, **kw))
+            return fut
+
+        def evaluate(self, candidate, *, profile=True, time_it=True, baseline=None, sanitize=None):
+            from optiml.runner import Evaluation
+
+            node = search.find(candidate.source, candidate.flags)
+            ev = Evaluation("ok", median_ms=node.median_ms, baseline_ms=search.root.median_ms, seed=1)
+            if sanitize:
+                self.sanitized.append(node.id)
+                bad = candidate.source in self.unsafe
+                ev.sanitize = SanitizeResult("unsafe" if bad else "clean", "racecheck: Race reported" if bad else "",
+                                             tools=("memcheck",))
+            return ev
+
+    runner = FinalRunner({first.source})
+    best, final = sanitized_final(runner, search, first, sanitize=True)
+    assert best is not None and best is not first and best is search.best()
+    assert runner.sanitized == [first.id, best.id] and final["sanitize"]["status"] == "clean"
+    assert first.status == "unsafe" and "Race reported" in first.result.message
+    # the amended records replay to the same statistics
+    again = MCTS.from_records(rec.records, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=60))
+    for a, b in zip(search.nodes, again.nodes):
+        assert (a.status, a.visits) == (b.status, b.visits) and a.value_sum == pytest.approx(b.value_sum), a
+    # the seed unsafe too, and nothing else: no best
+    only = MCTS(ROOT, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=0))
+    only.run()
+    only.amend(only.root, {"status": "unsafe", "median_ms": only.root.median_ms, "message": "memcheck: x",
+                           "sanitize": {"status": "unsafe", "message": "memcheck: x"}})
+    assert only.root.status == "ok" and only.best() is None
+    best, final = sanitized_final(FinalRunner(set()), only, only.best(), sanitize=True)
+    assert best is None and final["status"] == "unsafe" and "the seed is unsafe (memcheck: x)" in final["message"]
+
+
+def test_a_search_takes_late_verdicts_into_its_tree_and_store(tmp_path):
+    """RunnerEvaluator over a fake runner (not a GPU: the fakes of test_search_mcts time the
+    candidates) whose every result comes with a later sanitizer verdict, given out only after
+    the next results: the search keeps going meanwhile, and a node found unsafe afterwards is
+    failed in the tree and in the store, and never the best."""
+    import re
+    import threading
+    from concurrent.futures import Future
+
+    from optiml.app.evaluator import RunnerEvaluator
+    from optiml.app.records import StoreObserver, best_node
+    from optiml.runner import Evaluation
+    from optiml.search import MCTS, SearchConfig
+    from optiml.traces.store import TraceStore
+    from tests.test_search_mcts import ROOT, ReplayEvaluator, ScriptedProposer
+
+    class LateRunner:
+        """Answers each submission at once with ReplayEvaluator's figures; its sanitizer verdict
+        (unsafe for UNROLL 4) arrives when the submission after the next comes in, or at settle."""
+
+        def __init__(self):
+            self.replay, self.held, self.lock = ReplayEvaluator(), [], threading.Lock()
+
+        def submit(self, candidate, **kw):
+            r = self.replay.evaluate(candidate.source, candidate.flags)
+            ev = Evaluation(r["status"], r.get("message", ""), median_ms=r.get("median_ms"))
+            fut = Future()
+            if ev.ok:
+                ev.later = Future()
+                late = Evaluation(ev.status, median_ms=ev.median_ms)
+                bad = re.search(r"UNROLL 4\b", candidate.source) is not None
+                late.sanitize = SanitizeResult("unsafe" if bad else "clean", "memcheck: Invalid write" if bad else "")
+                if bad:
+                    late.fail(Status.UNSAFE, late.sanitize.message)
+                self.held.append((ev.later, late))
+            with self.lock:
+                while len(self.held) > 2:
+                    f, late_ev = self.held.pop(0)
+                    f.set_result(late_ev)
+            fut.set_result(ev)
+            return fut
+
+        def flush(self):
+            while self.held:
+                f, late_ev = self.held.pop(0)
+                f.set_result(late_ev)
+
+    runner = LateRunner()
+    evaluator = RunnerEvaluator(runner)
+    real_settle = evaluator.settle
+    seen = []                      # nodes already unsafe when the search settles: amended while it ran
+    evaluator.settle = lambda: (seen.extend(n for n in search.nodes if n.status == "unsafe"), runner.flush(),
+                                real_settle())[2]
+    with TraceStore(tmp_path / "t.db") as store:
+        run = store.start_run("k")
+        search = MCTS(ROOT, evaluator, ScriptedProposer(), config=SearchConfig(budget=60, parallel=4),
+                      observer=StoreObserver(store, run, evaluator))
+        best = search.run()
+        unsafe = [n for n in search.nodes if n.status == "unsafe"]
+        assert unsafe and best is not None and "UNROLL 4" not in best.source
+        assert all(n.result.sanitize["status"] == "unsafe" for n in unsafe)
+        assert not any(n.status == "running" for n in search.nodes)
+        stored = {n.id: n.status for n in store.nodes(run)}
+        assert sorted(s for s in stored.values() if s != "done") == ["failed"] * sum(n.status != "ok" for n in search.nodes)
+        assert best_node(store, run).source_hash == store.put_source(best.source)
+        assert seen, "no verdict was taken while the search ran"

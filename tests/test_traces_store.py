@@ -234,3 +234,31 @@ def test_only_a_pending_or_running_node_can_be_finished(tmp_path, state):
         with pytest.raises((ValueError, sqlite3.IntegrityError)):
             store.finish_node(m, {"status": "wrong_output"}, status="failed")
         assert store.node(m).status == "done" and store.evaluation(m)["median_ms"] == 2.0
+
+
+def test_a_finished_node_can_be_amended_and_only_a_finished_one(tmp_path):
+    """A later verdict (compute-sanitizer on a best) replaces a finished node's status, result and
+    reward; a node still pending or running has nothing to amend; a seed found unsafe (status ok,
+    its result's sanitize unsafe) is not among the verified."""
+    with TraceStore(tmp_path / "t.db") as store:
+        run = store.start_run("vadd")
+        root = store.add_node(run, None, "root")
+        child = store.add_node(run, root, "child")
+        with pytest.raises(ValueError, match="not finished"):
+            store.amend_evaluation(child, status="unsafe", result={}, reward=-1.0, node_status="failed")
+        store.mark_running(child)
+        with pytest.raises(ValueError, match="not finished"):
+            store.amend_evaluation(child, status="unsafe", result={}, reward=-1.0, node_status="failed")
+        for n, ms in ((root, 2.0), (child, 1.0)):
+            store.finish_node(n, {"status": "ok", "median_ms": ms, "result": {"status": "ok", "median_ms": ms},
+                                  "reward": 0.5, "build_log": "log"}, "done")
+        assert [r.key for r in store.verified(run)] == [root, child]
+        unsafe = {"status": "unsafe", "median_ms": 1.0, "sanitize": {"status": "unsafe", "message": "memcheck: x"}}
+        store.amend_evaluation(child, status="unsafe", result=unsafe, reward=-1.0, node_status="failed")
+        e = store.evaluation(child)
+        assert (store.node(child).status, e["status"], e["result"], e["reward"], e["build_log"]) == \
+            ("failed", "unsafe", unsafe, -1.0, "log")
+        store.amend_evaluation(root, status="ok", result=dict(unsafe, status="ok"), reward=0.0, node_status="done")
+        assert store.node(root).status == "done" and store.verified(run) == []
+        with pytest.raises(ValueError, match="done or failed"):
+            store.amend_evaluation(root, status="ok", result={}, reward=0.0, node_status="running")

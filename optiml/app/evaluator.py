@@ -33,6 +33,7 @@ class RunnerEvaluator:
         self._last: Evaluation | None = None            # of the last evaluate()
         self._details: dict[int, Evaluation] = {}       # token -> Evaluation of finished submitted candidates
         self._futures: dict[concurrent.futures.Future, int] = {}
+        self._later: dict[concurrent.futures.Future, int] = {}   # Evaluation.later of given-out results -> token
 
     def _done(self, ev: Evaluation) -> Result:
         result = search_result(ev)
@@ -49,13 +50,30 @@ class RunnerEvaluator:
         self._futures[self.runner.submit(Candidate(source, tuple(flags)))] = token
 
     def wait(self) -> list[tuple[int, Result]]:
-        done, _ = concurrent.futures.wait(list(self._futures), return_when=concurrent.futures.FIRST_COMPLETED)
+        """Every finished candidate, and every later result (a background stage's verdict) of a
+        candidate already returned, once there is at least one."""
+        done, _ = concurrent.futures.wait(list(self._futures) + list(self._later),
+                                          return_when=concurrent.futures.FIRST_COMPLETED)
         out = []
         for fut in [f for f in self._futures if f in done]:          # in submission order
             token = self._futures.pop(fut)
             ev = fut.result()             # a runner that raised has a bug: let it out
+            if ev.later is not None:
+                self._later[ev.later] = token
             self._details[token] = ev
             out.append((token, self._done(ev)))
+        return out + self._amended(done)
+
+    def settle(self) -> list[tuple[int, Result]]:
+        """Wait for every later result still to come: (token, Result) for each."""
+        concurrent.futures.wait(list(self._later))
+        return self._amended(set(self._later))
+
+    def _amended(self, done) -> list[tuple[int, Result]]:
+        out = []
+        for fut in [f for f in self._later if f in done]:
+            token = self._later.pop(fut)
+            out.append((token, search_result(fut.result())))
         return out
 
     def take(self, token: int) -> Evaluation | None:

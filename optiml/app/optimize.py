@@ -9,9 +9,11 @@ that figure is the one reported and stored with the run.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
+
+from loguru import logger
 
 from ..errors import UserError
 from ..status import Status
@@ -190,9 +192,11 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
             store.set_run_status(run_id, "failed")
             raise UserError(f"{kernel}: the kernel itself does not verify ({root.status}: "
                             f"{root.result.message}); fix it first.")
-        final = final_timing(runner, root, best, sanitize=sanitizer is not None)
+        best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None)
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
+    if best is None:
+        raise UserError(f"{kernel}: no safe kernel to write: {final['message']}")
     out = opts.output or kernel.with_suffix(".optiml.cu")
     out.write_text(best.source)
     return OptimizeResult(run_id=run_id, evaluations=search.evaluations, best_source=best.source,
@@ -233,6 +237,28 @@ def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, o
         raise
 
 
+def sanitized_final(runner, search, best, sanitize: bool = False):
+    """The final figure of the search's ``best`` (:func:`final_timing`); with ``sanitize``, a best
+    that compute-sanitizer finds unsafe now is marked so in the search (and its store) and the next
+    best is taken, until one passes. Returns (best, final); best is None when every verified
+    candidate, the seed too, is unsafe."""
+    root = search.root
+    while True:
+        if best is None:        # only the seed verified, and it is unsafe
+            seed = (root.result.sanitize or {}).get("message") or "unsafe under compute-sanitizer"
+            return None, {"status": str(Status.UNSAFE), "search_seed_ms": root.median_ms,
+                          "message": f"the seed is unsafe ({seed}) and no faster candidate is safe",
+                          "sanitize": dict(root.result.sanitize or {})}
+        final = final_timing(runner, root, best, sanitize=sanitize)
+        verdict = final.get("sanitize") or {}
+        if verdict.get("status") != "unsafe":
+            return best, final
+        message = verdict.get("message") or "unsafe under compute-sanitizer"
+        search.amend(best, replace(best.result, status=Status.UNSAFE, message=message, sanitize=verdict))
+        logger.warning("the best candidate (node {}) is unsafe: {}", best.id, message)
+        best = search.best()
+
+
 def final_timing(runner, root, best, sanitize: bool = False) -> dict:
     """The best kernel (a search Node) verified again on fresh inputs, then timed interleaved with the
     seed (the root) by ``runner``, in one job; with ``sanitize``, also under compute-sanitizer unless
@@ -245,9 +271,17 @@ def final_timing(runner, root, best, sanitize: bool = False) -> dict:
     if best is root and not again:
         return base | {"status": "ok", "message": "the seed is the best", "seed_ms": root.median_ms,
                        "best_ms": root.median_ms, "speedup": 1.0, "sanitize": known}
-    ev = runner.evaluate(Candidate(best.source, tuple(best.flags), name="best.cu"), profile=False,
-                         baseline=Candidate(root.source, tuple(root.flags), name="seed.cu"), sanitize=again)
-    verdict = ev.sanitize.to_dict() if ev.sanitize is not None else known
+    candidate = Candidate(best.source, tuple(best.flags), name="best.cu")
+    # sanitized in a job of its own, at the same time: the tools start up while the timing runs
+    checked = runner.submit(candidate, profile=False, time_it=False, sanitize=True) if again else None
+    ev = runner.evaluate(candidate, profile=False, baseline=Candidate(root.source, tuple(root.flags), name="seed.cu"),
+                         sanitize=False)
+    if checked is not None:
+        sev = checked.result()
+        sev = sev.later.result() if sev.later is not None else sev
+        known = sev.sanitize.to_dict() if sev.sanitize is not None else {
+            "status": "not_sanitized", "message": f"it did not verify for compute-sanitizer ({sev.status}: {sev.message})"}
+    verdict = known
     if not ev.ok or not ev.median_ms or not ev.baseline_ms:
         return base | {"status": str(ev.status), "message": ev.message, "sanitize": verdict}
     if best is root:

@@ -86,6 +86,12 @@ class StoreObserver:
         self.store.finish_node(nid, evaluation, "done" if node.status == Status.OK else "failed")
         self.store.update_stats(nid, node.visits, node.value_sum)
 
+    def on_node_amended(self, node: Node) -> None:
+        r = node.result
+        self.store.amend_evaluation(self.ids[node.id], status=str(node.status), result=r.to_dict(),
+                                    reward=node.reward, node_status="done" if node.status == Status.OK else "failed")
+        self.store.update_stats(self.ids[node.id], node.visits, node.value_sum)
+
     def on_attempt(self, parent: Node, record: dict) -> None:
         record = dict(record)
         exchange = record.pop("exchange", None)

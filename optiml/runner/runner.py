@@ -9,7 +9,10 @@ where each says:
 * **GPU** stages on one of the device's persistent GPU workers (``harness_factory(device)``); a
   candidate goes to whichever device is free;
 * **GPU_BATCH** stages (the profiler) in batches, several candidates under one ncu process, on the
-  device's batch thread; the next batch's process starts while one runs.
+  device's batch thread; the next batch's process starts while one runs;
+* **BACKGROUND** stages (the sanitizer of each new best) after the candidate's result is given
+  out: its future resolves with the evaluation so far, whose ``later`` is a future of the
+  evaluation once the background stage is done. One thread runs them, one candidate at a time.
 
 On each device one :class:`~optiml.runner.stages.FairLock` orders everything that must have the
 GPU to itself: timing, and the candidates' launches under ncu (whose start-up, before it takes
@@ -78,6 +81,7 @@ class Runner:
         self._in_batch = 0                       # taken into a batch now being run
         self._count_lock = threading.Lock()
         self._closed = False
+        self._background: queue.Queue = queue.Queue()
         self._threads = []
         for dev in self.devices:
             for w, h in enumerate(self._harnesses[dev.index]):
@@ -86,7 +90,8 @@ class Runner:
             for i in self._batch:
                 self._threads.append(threading.Thread(target=self._batch_loop, args=(i, dev), daemon=True,
                                                       name=f"optiml-{self.stages[i].name}{dev.index}"))
-        for t in self._threads:
+        self._bg_thread = threading.Thread(target=self._background_loop, daemon=True, name="optiml-background")
+        for t in self._threads + [self._bg_thread]:
             t.start()
 
     @classmethod
@@ -107,10 +112,11 @@ class Runner:
 
     # -- the caller's side -------------------------------------------------------------------------
     def submit(self, candidate: Candidate, *, profile: bool = True, time_it: bool = True,
-               baseline: Candidate | None = None, sanitize: bool = False) -> Future:
+               baseline: Candidate | None = None, sanitize: bool | None = None) -> Future:
         """Start evaluating ``candidate``: a future of its Evaluation. ``profile=False`` skips
         the batch stages; ``baseline`` is built too and timed interleaved with it (``baseline_ms``);
-        ``sanitize`` runs it under compute-sanitizer too (when the runner has a sanitize stage)."""
+        ``sanitize``: True runs it under compute-sanitizer too, False never, None as the sanitize
+        stage's mode says (when the runner has one)."""
         if self._closed:
             raise RuntimeError("the Runner is closed")
         fut: Future = Future()
@@ -123,8 +129,9 @@ class Runner:
         return fut
 
     def evaluate(self, candidate: Candidate, **kw) -> Evaluation:
-        """One candidate, start to end."""
-        return self.submit(candidate, **kw).result()
+        """One candidate, start to end (its background stages too)."""
+        ev = self.submit(candidate, **kw).result()
+        return ev.later.result() if ev.later is not None else ev
 
     def close(self) -> None:
         if self._closed:
@@ -138,6 +145,8 @@ class Runner:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=600)
+        self._background.put(None)          # after every stage that could send it more
+        self._bg_thread.join(timeout=600)
         for hs in self._harnesses.values():
             for h in hs:
                 h.close()
@@ -172,6 +181,9 @@ class Runner:
             self._cpu.submit(self._guard, [item], nxt, Slot())
         elif where is Where.GPU:
             self._gpu_q.put(item)
+        elif where is Where.BACKGROUND:
+            self._give_out(item)
+            self._background.put(item)
         else:
             with self._cond:
                 self._batch[nxt].append(item)
@@ -196,8 +208,20 @@ class Runner:
         for item in items:
             self._advance(item)
 
+    def _give_out(self, item: Item) -> None:
+        """Resolve ``item``'s future now, before its background stages: with a copy of its
+        Evaluation whose ``later`` will have the evaluation once they are done."""
+        if item.later is not None:
+            return
+        item.later = Future()
+        out = item.ev.snapshot()
+        out.wall_s = item.ev.wall_s = time.perf_counter() - item.t0
+        out.later = item.later
+        item.future.set_result(out)
+
     def _finish(self, item: Item, exc: BaseException | None = None) -> None:
-        if item.future.done():
+        future = item.later if item.later is not None else item.future
+        if future.done():
             return
         with self._count_lock:
             self._outstanding -= 1
@@ -206,10 +230,11 @@ class Runner:
                 self._in_batch -= 1
                 item.in_batch = False
         if exc is not None:
-            item.future.set_exception(exc)
+            future.set_exception(exc)
             return
-        item.ev.wall_s = time.perf_counter() - item.t0
-        item.future.set_result(item.ev)
+        if item.later is None:
+            item.ev.wall_s = time.perf_counter() - item.t0
+        future.set_result(item.ev)
 
     # -- the loops -----------------------------------------------------------------------------------
     def _gpu_loop(self, dev: Device, harness: Harness) -> None:
@@ -218,6 +243,14 @@ class Runner:
             if item is None:
                 return
             self._guard([item], item.stage, Slot(dev, harness))
+
+    def _background_loop(self) -> None:
+        while True:
+            item = self._background.get()
+            if item is None:
+                return
+            device = item.device or self.devices[0]
+            self._guard([item], item.stage, Slot(device, more_coming=not self._closed))
 
     def _take_batch(self, index: int) -> list[Item] | None:
         """The next batch for stage ``index``: as many as are waiting (up to max_batch) once there

@@ -28,6 +28,7 @@ class Where(Enum):
     CPU = "cpu"              # a thread of the build pool
     GPU = "gpu"              # one candidate at a time on a device, with one of its GPU workers
     GPU_BATCH = "gpu_batch"  # several candidates at once on a device
+    BACKGROUND = "background"  # after the candidate's result is given out, one at a time (Evaluation.later)
 
 
 class FairLock:
@@ -88,7 +89,7 @@ class Item:
     t0: float
     profile: bool = True
     time_it: bool = True
-    sanitize: bool = False
+    sanitize: bool | None = None      # True: sanitize it, False: never, None: as the sanitize stage's mode says
     baseline: Candidate | None = None
     kb: KernelBinary | None = None
     ev: Evaluation | None = None
@@ -96,6 +97,8 @@ class Item:
     stage: int = -1                   # index of the stage it is in, or last finished
     in_batch: bool = False            # taken into a batch now being run
     queued_at: float = field(default_factory=time.perf_counter)
+    device: Device | None = None      # the device it was checked on
+    later: Future | None = None       # given out with its result when it went on to a background stage
 
     @property
     def failed(self) -> bool:
@@ -173,44 +176,81 @@ class CheckStage:
 
 
 class SanitizeStage:
-    """Run a verified candidate under compute-sanitizer (each tool in turn, the candidate alone at
-    a small size): an error is the status ``unsafe`` with the tool's first report; a sanitizer that
-    cannot run leaves the status as it is and says so on ``Evaluation.sanitize``.
+    """Run a verified candidate under compute-sanitizer (the four tools at once, the candidate alone
+    at a small size): an error is the status ``unsafe`` with the tool's first report; a sanitizer
+    that cannot run leaves the status as it is and says so on ``Evaluation.sanitize``.
 
-    ``mode``: ``all`` verified candidates, or (``best``) those faster than every candidate accepted
-    so far, so the best is never one that was not sanitized, or (``asked``) only those submitted
-    with ``sanitize=True``, which every mode sanitizes. It runs on the CPU pool: the device is held only for the
-    candidate's launch, not for each tool's start-up (a few seconds), so timing does not wait."""
-    name, where, lends_gpu = "sanitize", Where.CPU, False
+    ``mode``:
+
+    * ``best``: a candidate faster than every one sanitized clean or waiting to be, in the
+      background (:attr:`Where.BACKGROUND`): its result goes to the search at once, and the
+      verdict comes later on ``Evaluation.later``. One waiting candidate that a faster one has
+      overtaken by the time its turn comes is not sanitized (its ``sanitize`` stays None): the
+      best is what must be sanitized, and whoever picks a final best sanitizes it if it was not.
+    * ``all``: every verified candidate, before its result is given out (on the CPU pool).
+    * ``asked``: only those submitted with ``sanitize=True``. In every mode, ``sanitize=True``
+      is always sanitized (in the background in ``best`` mode: :meth:`Runner.evaluate` waits for
+      it) and ``sanitize=False`` never.
+
+    The device is held only for the candidate's launch, not for each tool's start-up (seconds),
+    so timing does not wait."""
+    name, lends_gpu = "sanitize", False
 
     def __init__(self, sanitizer, mode: str = "best"):
         if mode not in ("asked", "best", "all"):
             raise ValueError(f"sanitize mode {mode!r}")
         self.sanitizer, self.mode = sanitizer, mode
-        self._best: float | None = None           # the fastest median accepted (sanitized, not unsafe)
+        self.where = Where.BACKGROUND if mode == "best" else Where.CPU
+        self._clean: float | None = None          # the fastest median sanitized clean
+        self._waiting: list[float] = []           # medians of candidates sent to be sanitized, not done yet
         self._lock = threading.Lock()
 
+    def _bar(self) -> float | None:
+        """A candidate must be faster than this to be sanitized in ``best`` mode."""
+        meds = [m for m in [self._clean, *self._waiting] if m is not None]
+        return min(meds) if meds else None
+
     def wants(self, item: Item) -> bool:
-        if item.sanitize or self.mode == "all":
+        if item.sanitize is not None:
+            return item.sanitize
+        if self.mode == "all":
             return True
         if self.mode == "asked":
             return False
         median = item.ev.median_ms if item.ev is not None else None
         with self._lock:
-            return median is not None and (self._best is None or median < self._best)
+            bar = self._bar()
+            if median is None or (bar is not None and median >= bar):
+                return False
+            self._waiting.append(median)
+            return True
 
     def run(self, items: list[Item], slot: Slot) -> None:
         for item in items:
-            dev = item.device
+            median = item.ev.median_ms
+            background = self.where is Where.BACKGROUND and not item.sanitize
+            if background:
+                with self._lock:
+                    self._waiting.remove(median)
+                    overtaken = self._bar() is not None and self._bar() < median
+                    if overtaken:
+                        continue
+                    self._waiting.append(median)
+            dev = item.device or slot.device
             job = replace(item.job, device=dev.index) if dev is not None else item.job
-            res = self.sanitizer.sanitize(job, gpu_lock=dev.lock if dev is not None else None)
+            try:
+                res = self.sanitizer.sanitize(job, gpu_lock=dev.lock if dev is not None else None)
+            finally:
+                if background:
+                    with self._lock:
+                        self._waiting.remove(median)
             item.ev.sanitize = res
             item.ev.stage_s["sanitize"] = res.wall_s
             if res.status == "unsafe":
                 item.ev.fail(Status.UNSAFE, res.message)
-            elif item.ev.median_ms is not None:
+            elif res.status == "clean" and median is not None:
                 with self._lock:
-                    self._best = item.ev.median_ms if self._best is None else min(self._best, item.ev.median_ms)
+                    self._clean = median if self._clean is None else min(self._clean, median)
 
     def close(self) -> None:
         pass

@@ -1,7 +1,8 @@
 """What the runner takes and gives: a :class:`Candidate` in, an :class:`Evaluation` out."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field, replace
 
 from ..build import BuildResult, Resources
 from ..profiler.types import ProfileResult
@@ -38,6 +39,9 @@ class Evaluation:
     profile: ProfileResult | None = None   # verified candidates, when a profiler runs
     speed_of_light: dict | None = None     # set when the first timing beat the device's physical bound
     sanitize: SanitizeResult | None = None   # compute-sanitizer's verdict, when it ran
+    later: Future | None = field(default=None, repr=False, compare=False)
+    # set when a background stage (the sanitizer of each new best) runs after this result was given
+    # out: a future of the Evaluation once that stage is done (a status may change: ``unsafe``)
 
     @property
     def ok(self) -> bool:
@@ -47,8 +51,13 @@ class Evaluation:
         self.status, self.message = status, message
         return self
 
+    def snapshot(self) -> "Evaluation":
+        """A copy to give out while a background stage goes on with this one."""
+        return replace(self, stage_s=dict(self.stage_s), later=None)
+
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = asdict(replace(self, later=None))
+        d.pop("later", None)
         d["status"] = str(self.status)
         d["build"] = self.build.to_dict() if self.build else None
         d["harness"] = self.harness.to_dict() if self.harness else None

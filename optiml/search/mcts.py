@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Protocol, runtime_checkable
 
 from loguru import logger
@@ -73,7 +73,19 @@ class AsyncEvaluator(Protocol):
         ...
 
     def wait(self) -> list[tuple[int, Result]]:
-        """Block until at least one submitted evaluation is done; return every finished (token, Result)."""
+        """Block until at least one submitted evaluation is done; return every finished (token, Result).
+        It may also return a later Result for a token already returned (a stage that runs after the
+        result is given out, such as the sanitizer of a new best): it replaces that node's result
+        (:meth:`MCTS.amend`)."""
+        ...
+
+
+@runtime_checkable
+class Settles(Protocol):
+    """An evaluator whose results may be amended later (see :meth:`AsyncEvaluator.wait`)."""
+
+    def settle(self) -> list[tuple[int, Result]]:
+        """Wait for every later Result still to come and return them (token, Result)."""
         ...
 
 
@@ -200,7 +212,7 @@ class MCTS:
     def best(self) -> Node | None:
         """The best verified node (never a failed one) by :func:`optiml.best.choose_best`: the
         fewest edits within the fastest node's timing noise; None when even the root failed."""
-        ok = [n for n in self.nodes if n.status == Status.OK and n.median_ms]
+        ok = [n for n in self.nodes if n.status == Status.OK and n.median_ms and not n.unsafe]
         pick = choose_best(Ranked(n, n.median_ms, n.spread, n.depth, n.id) for n in ok)
         return None if pick is None else pick.key
 
@@ -247,6 +259,9 @@ class MCTS:
         if not finished:
             raise RuntimeError(f"the evaluator returned nothing with {len(inflight)} evaluation(s) in flight")
         for token, ev in finished:
+            if token not in inflight:            # a later result for a node already finished
+                self.amend(self.nodes[token], ev)
+                continue
             node = inflight.pop(token)
             n = node
             while n is not None:
@@ -262,6 +277,41 @@ class MCTS:
                      result.median_ms, node.reward)
         if self.observer is not None:
             self.observer.on_node_evaluated(node)
+
+    def amend(self, node: Node, ev: Result | dict) -> None:
+        """Replace finished ``node``'s result with a later one (a background stage's verdict: a new
+        best that compute-sanitizer found ``unsafe``) and re-back the rewards it changes (its own
+        and its finished children's, which compare with its median) as replaying the records
+        would compute them. The root stays ``ok`` (it is every reward's reference); a root found
+        unsafe only carries the verdict, and :meth:`best` passes it over."""
+        if node.status in _UNFINISHED:
+            raise ValueError(f"node {node.id} is not finished: there is nothing to amend")
+        result = Result.of(ev)
+        if node is self.root and result.status != Status.OK:
+            result = replace(result, status=Status.OK)
+        old = {n.id: n.reward for n in [node, *node.children] if n.status not in _UNFINISHED}
+        node.status, node.result = result.status, result
+        root_ms = self.root.median_ms or 0.0
+        for n in [node, *node.children]:
+            if n.id not in old:
+                continue
+            if n is self.root:
+                n.reward = reward(n.result, root_ms, None)
+            else:
+                n.reward = reward(n.result, root_ms, n.parent.median_ms, n.parent.spread)
+            delta, up = n.reward - (old[n.id] or 0.0), n
+            while up is not None:
+                up.value_sum += delta
+                up = up.parent
+        logger.debug("node {} amended: {} {}", node.id, node.status, result.message)
+        if self.observer is not None:
+            self.observer.on_node_amended(node)
+
+    def settle(self) -> None:
+        """Take every later result the evaluator still has to give (see :class:`Settles`)."""
+        if isinstance(self.evaluator, Settles):
+            for token, ev in self.evaluator.settle():
+                self.amend(self.nodes[token], ev)
 
     # -- selection and expansion --------------------------------------------------------------
 
@@ -361,6 +411,7 @@ class MCTS:
             logger.warning("the root kernel did not verify ({}): nothing to search from", self.root.status)
             return None
         self._run_in_flight(budget, deadline, parallel, evaluator)
+        self.settle()
         return self.best()
 
     def _run_in_flight(self, budget: int, deadline: float | None, parallel: int, evaluator: AsyncEvaluator) -> None:

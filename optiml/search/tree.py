@@ -82,6 +82,11 @@ class Node:
         return self.result.median_ms if self.status == Status.OK else None
 
     @property
+    def unsafe(self) -> bool:
+        """compute-sanitizer found an error in it (a root so found stays ``ok``: see MCTS.amend)."""
+        return self.status == Status.UNSAFE or (self.result.sanitize or {}).get("status") == "unsafe"
+
+    @property
     def spread(self) -> float:
         s = self.result.spread
         return float(s) if isinstance(s, (int, float)) else DEFAULT_SPREAD
@@ -152,7 +157,11 @@ class Observer(Protocol):
         """The node's evaluation is about to start (a store marks it running)."""
 
     def on_node_evaluated(self, node: Node) -> None:
-        """The node's status, result and reward are final."""
+        """The node's status, result and reward are in."""
+
+    def on_node_amended(self, node: Node) -> None:
+        """A later result replaced the finished node's (status, result and reward): a background
+        stage's verdict, such as a new best found unsafe."""
 
     def on_attempt(self, parent: Node, record: dict) -> None:
         """A proposal that did not become a node (see :func:`attempt_record`)."""
@@ -173,6 +182,9 @@ class RecordingObserver:
         pass
 
     def on_node_evaluated(self, node: Node) -> None:
+        self._rows[self._index[node.id]] = node.record()
+
+    def on_node_amended(self, node: Node) -> None:
         self._rows[self._index[node.id]] = node.record()
 
     def on_attempt(self, parent: Node, record: dict) -> None:

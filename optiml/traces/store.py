@@ -306,6 +306,20 @@ class TraceStore:
                 raise ValueError(f"node {node_id} is not pending or running")
             return cur.lastrowid
 
+    def amend_evaluation(self, node_id: int, *, status: str, result: dict, reward: float | None,
+                         node_status: str) -> None:
+        """Replace a finished node's status, result and reward with a later verdict (compute-sanitizer's
+        on a best it found ``unsafe``), in one transaction; the rest of its evaluation stays."""
+        if node_status not in ("done", "failed"):
+            raise ValueError(f"a finished node is done or failed, not {node_status!r}")
+        with self._write():
+            upd = self.db.execute("UPDATE nodes SET status = ?, updated_at = ? WHERE id = ? AND status IN ('done', 'failed')",
+                                  (node_status, _now(), node_id))
+            if upd.rowcount != 1:
+                raise ValueError(f"node {node_id} is not finished: there is nothing to amend")
+            self.db.execute("UPDATE evaluations SET status = ?, result_json = ?, reward = ? WHERE node_id = ?",
+                            (status, _dumps(result), reward, node_id))
+
     def update_stats(self, node_id: int, visits: int, value_sum: float) -> None:
         with self._write():
             self.db.execute("UPDATE nodes SET visits = ?, value_sum = ?, updated_at = ? WHERE id = ?",
@@ -360,8 +374,14 @@ class TraceStore:
                          " e.result_json AS e_result_json FROM nodes n JOIN evaluations e ON e.node_id = n.id"
                          " WHERE n.run_id = ? AND e.status = ? AND e.median_ms IS NOT NULL ORDER BY n.id",
                          (run_id, OK))
-        return [Ranked(r["id"], r["e_median_ms"], stored_spread(_loads(r["e_result_json"]), _loads(r["e_timing_json"])),
-                       r["depth"], r["id"]) for r in rows]
+        out = []
+        for r in rows:
+            result = _loads(r["e_result_json"]) or {}
+            if ((result.get("sanitize") or {}).get("status")) == "unsafe":    # a root found unsafe stays ok
+                continue
+            out.append(Ranked(r["id"], r["e_median_ms"], stored_spread(result, _loads(r["e_timing_json"])),
+                              r["depth"], r["id"]))
+        return out
 
     def root_node(self, run_id: int) -> Node | None:
         row = self._one("SELECT * FROM nodes WHERE run_id = ? AND parent_id IS NULL ORDER BY id LIMIT 1", (run_id,))
