@@ -47,3 +47,45 @@ def test_a_shared_memory_race_with_right_outputs_is_unsafe(tmp_path):
     ev = evaluate(tmp_path, RACE)
     assert ev.harness.checks and all(c.passed for c in ev.harness.checks)
     assert ev.status == "unsafe" and ev.sanitize.finding.tool == "racecheck", ev.sanitize
+
+
+def _optimize(tmp_path, kernel, *args):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    return subprocess.run([sys.executable, "-m", "optiml", "optimize", str(kernel), "--db", str(tmp_path / "t.db"),
+                           "-o", str(tmp_path / "best.cu"), *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_optimize_sanitizes_its_best_end_to_end(tmp_path):
+    """`optiml optimize examples/transpose_naive --budget 20` (default --sanitize best): new bests
+    are sanitized while the search runs, the written kernel is sanitized clean, and the summary
+    and the store say so."""
+    from optiml.traces.store import TraceStore
+    from tests.conftest import EXAMPLES
+
+    p = _optimize(tmp_path, EXAMPLES / "transpose_naive" / "transpose_naive.cu", "--budget", 20)
+    assert p.returncode == 0, p.stderr[-2000:] + p.stdout
+    assert "sanitize: passed memcheck, racecheck, initcheck, synccheck" in p.stdout, p.stdout
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        final = store.run(1)["result"]
+        assert final["status"] == "ok" and final["sanitize"]["status"] == "clean"
+        verdicts = [(store.evaluation(n.id)["result"] or {}).get("sanitize") for n in store.nodes(1)
+                    if store.evaluation(n.id)]
+        assert any(v and v["status"] == "clean" for v in verdicts)          # sanitized during the search
+        print(f"{sum(1 for v in verdicts if v)} of {len(verdicts)} candidates sanitized; final {final['speedup']:.2f}x")
+
+
+def test_optimize_never_writes_an_unsafe_kernel(tmp_path):
+    """A seed that writes one past the end (right outputs) and edits that keep the bug: the run
+    ends with one sentence saying there is no safe kernel, and writes none."""
+    from tests.test_spec import write
+
+    kernel, _ = write(tmp_path, SMALL, PAST_END)
+    p = _optimize(tmp_path, kernel, "--budget", 3, "--no-profile")
+    assert p.returncode != 0 and "no safe kernel to write" in (p.stderr + p.stdout), p.stderr[-2000:] + p.stdout
+    assert "Traceback" not in p.stderr and not (tmp_path / "best.cu").exists()
+    assert "Invalid __global__ write" in p.stderr + p.stdout
