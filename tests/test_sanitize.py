@@ -80,7 +80,7 @@ class ScriptedSanitizer:
     def __init__(self, result):
         self.result, self.jobs = result, []
 
-    def sanitize(self, job, gpu_lock=None):
+    def sanitize(self, job, gpu_lock=None, cancel=None):
         self.jobs.append(job)
         return self.result
 
@@ -136,7 +136,7 @@ class BlockSanitizer(ScriptedSanitizer):
         super().__init__(None)
         self.unsafe = unsafe
 
-    def sanitize(self, job, gpu_lock=None):
+    def sanitize(self, job, gpu_lock=None, cancel=None):
         self.jobs.append(job.candidate.constants["BLOCK"])
         if job.candidate.constants["BLOCK"] in self.unsafe:
             return SanitizeResult("unsafe", "memcheck: Invalid __global__ write")
@@ -190,9 +190,12 @@ class GatedSanitizer(BlockSanitizer):
 
         self.gate, self.started = threading.Event(), threading.Event()
 
-    def sanitize(self, job, gpu_lock=None):
+    def sanitize(self, job, gpu_lock=None, cancel=None):
+        self.calls = getattr(self, "calls", 0) + 1
         self.started.set()
-        assert self.gate.wait(10)
+        while not self.gate.wait(0.01):
+            if cancel is not None and cancel.is_set():
+                return SanitizeResult("not_sanitized", "cancelled")
         return super().sanitize(job, gpu_lock)
 
 
@@ -331,23 +334,28 @@ def test_a_search_takes_late_verdicts_into_its_tree_and_store(tmp_path):
                     late.fail(Status.UNSAFE, late.sanitize.message)
                 self.held.append((ev.later, late))
             with self.lock:
-                while len(self.held) > 2:
+                while len(self.held) > 6:
                     f, late_ev = self.held.pop(0)
                     f.set_result(late_ev)
             fut.set_result(ev)
             return fut
+
+        def abandon(self, later):
+            abandoned.append(evaluator._later[later])    # its verdict comes anyway (flush)
 
         def flush(self):
             while self.held:
                 f, late_ev = self.held.pop(0)
                 f.set_result(late_ev)
 
-    runner = LateRunner()
+    runner, abandoned = LateRunner(), []
     evaluator = RunnerEvaluator(runner)
     real_settle = evaluator.settle
-    seen = []                      # nodes already unsafe when the search settles: amended while it ran
-    evaluator.settle = lambda: (seen.extend(n for n in search.nodes if n.status == "unsafe"), runner.flush(),
-                                real_settle())[2]
+    seen, pending = [], set()      # nodes already unsafe when the search settles (amended while it ran); verdicts to come
+    keeps = []                     # (what settle was told to keep, the best then)
+    evaluator.settle = lambda keep=None: (seen.extend(n for n in search.nodes if n.status == "unsafe"),
+                                          keeps.append((keep, search.best().id)),
+                                          pending.update(evaluator._later.values()), runner.flush(), real_settle(keep))[4]
     with TraceStore(tmp_path / "t.db") as store:
         run = store.start_run("k")
         search = MCTS(ROOT, evaluator, ScriptedProposer(), config=SearchConfig(budget=60, parallel=4),
@@ -358,6 +366,39 @@ def test_a_search_takes_late_verdicts_into_its_tree_and_store(tmp_path):
         assert all(n.result.sanitize["status"] == "unsafe" for n in unsafe)
         assert not any(n.status == "running" for n in search.nodes)
         stored = {n.id: n.status for n in store.nodes(run)}
-        assert sorted(s for s in stored.values() if s != "done") == ["failed"] * sum(n.status != "ok" for n in search.nodes)
+        assert sorted(s for s in stored.values() if s not in ("done", "pending")) == \
+            ["failed"] * sum(n.status not in ("ok", "pending") for n in search.nodes)
         assert best_node(store, run).source_hash == store.put_source(best.source)
         assert seen, "no verdict was taken while the search ran"
+        # at the end only the best's verdict was waited for
+        assert keeps == [({keeps[0][1]}, keeps[0][1])] and set(abandoned) == pending - {keeps[0][1]}
+
+
+def test_abandoned_background_work_stops_and_comes_back_unsanitized(tmp_path):
+    fake = GatedSanitizer()
+    with _best_runner(tmp_path, fake) as runner:
+        first = runner.submit(block(300)).result(timeout=30)
+        assert fake.started.wait(10)                      # 300 is being sanitized, 200 waits its turn
+        second = runner.submit(block(200)).result(timeout=30)
+        runner.abandon(first.later)
+        runner.abandon(second.later)
+        lates = [first.later.result(timeout=5), second.later.result(timeout=5)]
+        assert fake.calls == 1 and fake.jobs == []          # 300 stopped mid-way, 200 never started
+        assert [(x.status, x.sanitize) for x in lates] == [("ok", None), ("ok", None)]
+        fake.gate.set()
+        third = runner.submit(block(100)).result(timeout=30)   # the stage goes on with the next
+        assert third.later.result(timeout=10).sanitize.status == "clean"
+
+
+def test_a_cancelled_sanitizer_stops_its_tools(tmp_path):
+    import threading
+    import time
+
+    exe = tmp_path / "compute-sanitizer"
+    exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
+    exe.chmod(0o755)
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    t0 = time.perf_counter()
+    r = Sanitizer(exe=str(exe)).sanitize(job(tmp_path), cancel=cancel)
+    assert r.status == "not_sanitized" and r.message == "cancelled" and time.perf_counter() - t0 < 5

@@ -64,8 +64,14 @@ class RunnerEvaluator:
             out.append((token, self._done(ev)))
         return out + self._amended(done)
 
-    def settle(self) -> list[tuple[int, Result]]:
-        """Wait for every later result still to come: (token, Result) for each."""
+    def settle(self, keep=None) -> list[tuple[int, Result]]:
+        """Wait for every later result still to come: (token, Result) for each. With ``keep`` (a
+        set of tokens), the others' background stages are abandoned first (they stop, and come
+        back as they were)."""
+        if keep is not None:
+            for fut, token in list(self._later.items()):
+                if token not in keep:
+                    self.runner.abandon(fut)
         concurrent.futures.wait(list(self._later))
         return self._amended(set(self._later))
 

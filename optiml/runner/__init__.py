@@ -2,8 +2,8 @@
 GPU, profile) in order, for one candidate or many at once, every failure a status."""
 from .prepare import Preparer
 from .runner import Runner
-from .stages import BuildStage, CheckStage, FairLock, ProfileStage, SanitizeStage, Stage, Where, standard_stages
+from .stages import BackgroundStage, BuildStage, CheckStage, FairLock, ProfileStage, SanitizeStage, Stage, Where, standard_stages
 from .types import Candidate, Evaluation
 
-__all__ = ["Preparer", "Runner", "BuildStage", "CheckStage", "FairLock", "ProfileStage", "SanitizeStage", "Stage", "Where",
+__all__ = ["Preparer", "Runner", "BackgroundStage", "BuildStage", "CheckStage", "FairLock", "ProfileStage", "SanitizeStage", "Stage", "Where",
            "standard_stages", "Candidate", "Evaluation"]

@@ -40,7 +40,7 @@ from loguru import logger
 from ..profiler.types import Profiler
 from ..verify.harness import Harness
 from .prepare import Preparer
-from .stages import Device, Item, Slot, Stage, Where, standard_stages
+from .stages import BackgroundStage, Device, Item, Slot, Stage, Where, standard_stages
 from .types import Candidate, Evaluation
 
 DEFAULT_MAX_BATCH = 16
@@ -82,6 +82,7 @@ class Runner:
         self._count_lock = threading.Lock()
         self._closed = False
         self._background: queue.Queue = queue.Queue()
+        self._given_out: dict[Future, Item] = {}   # Evaluation.later -> its item, until it is done
         self._threads = []
         for dev in self.devices:
             for w, h in enumerate(self._harnesses[dev.index]):
@@ -127,6 +128,18 @@ class Runner:
             self._live[id(item)] = item
         self._advance(item)
         return fut
+
+    def abandon(self, later: Future) -> None:
+        """Nobody waits for the background stages of the candidate whose ``Evaluation.later`` this
+        is: they stop (or never start), and ``later`` resolves with the Evaluation as it is."""
+        with self._count_lock:
+            item = self._given_out.get(later)
+            if item is None:
+                return
+            item.abandoned = True
+        stage: BackgroundStage = self.stages[item.stage]
+        if stage.where is Where.BACKGROUND:
+            stage.abandon(item)
 
     def evaluate(self, candidate: Candidate, **kw) -> Evaluation:
         """One candidate, start to end (its background stages too)."""
@@ -214,6 +227,8 @@ class Runner:
         if item.later is not None:
             return
         item.later = Future()
+        with self._count_lock:
+            self._given_out[item.later] = item
         out = item.ev.snapshot()
         out.wall_s = item.ev.wall_s = time.perf_counter() - item.t0
         out.later = item.later
@@ -226,6 +241,8 @@ class Runner:
         with self._count_lock:
             self._outstanding -= 1
             self._live.pop(id(item), None)
+            if item.later is not None:
+                self._given_out.pop(item.later, None)
             if item.in_batch:
                 self._in_batch -= 1
                 item.in_batch = False
@@ -249,6 +266,9 @@ class Runner:
             item = self._background.get()
             if item is None:
                 return
+            if item.abandoned:
+                self._finish(item)
+                continue
             device = item.device or self.devices[0]
             self._guard([item], item.stage, Slot(device, more_coming=not self._closed))
 

@@ -99,6 +99,7 @@ class Item:
     queued_at: float = field(default_factory=time.perf_counter)
     device: Device | None = None      # the device it was checked on
     later: Future | None = None       # given out with its result when it went on to a background stage
+    abandoned: bool = False           # its background stages' outcome is no longer wanted
 
     @property
     def failed(self) -> bool:
@@ -119,6 +120,14 @@ class Stage(Protocol):
 
     def close(self) -> None:
         """Free what the stage holds (processes started ahead)."""
+
+
+class BackgroundStage(Stage, Protocol):
+    """A stage that runs after the candidate's result is given out (:attr:`Where.BACKGROUND`)."""
+
+    def abandon(self, item: Item) -> None:
+        """Nobody waits for ``item``'s outcome any more: stop the work on it if it is running
+        (its Evaluation is then left as it was)."""
 
 
 class BuildStage:
@@ -204,6 +213,7 @@ class SanitizeStage:
         self._clean: float | None = None          # the fastest median sanitized clean
         self._waiting: list[float] = []           # medians of candidates sent to be sanitized, not done yet
         self._lock = threading.Lock()
+        self._cancel: dict[int, threading.Event] = {}   # id(item) -> set to stop its sanitizer
 
     def _bar(self) -> float | None:
         """A candidate must be faster than this to be sanitized in ``best`` mode."""
@@ -238,12 +248,21 @@ class SanitizeStage:
                     self._waiting.append(median)
             dev = item.device or slot.device
             job = replace(item.job, device=dev.index) if dev is not None else item.job
+            cancel = threading.Event()
+            with self._lock:
+                self._cancel[id(item)] = cancel
+                if item.abandoned:
+                    cancel.set()
             try:
-                res = self.sanitizer.sanitize(job, gpu_lock=dev.lock if dev is not None else None)
+                res = None if cancel.is_set() else self.sanitizer.sanitize(
+                    job, gpu_lock=dev.lock if dev is not None else None, cancel=cancel)
             finally:
-                if background:
-                    with self._lock:
+                with self._lock:
+                    self._cancel.pop(id(item), None)
+                    if background:
                         self._waiting.remove(median)
+            if cancel.is_set():
+                continue                          # abandoned: not sanitized
             item.ev.sanitize = res
             item.ev.stage_s["sanitize"] = res.wall_s
             if res.status == "unsafe":
@@ -251,6 +270,11 @@ class SanitizeStage:
             elif res.status == "clean" and median is not None:
                 with self._lock:
                     self._clean = median if self._clean is None else min(self._clean, median)
+
+    def abandon(self, item: Item) -> None:
+        with self._lock:
+            if id(item) in self._cancel:
+                self._cancel[id(item)].set()
 
     def close(self) -> None:
         pass

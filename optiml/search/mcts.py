@@ -84,8 +84,9 @@ class AsyncEvaluator(Protocol):
 class Settles(Protocol):
     """An evaluator whose results may be amended later (see :meth:`AsyncEvaluator.wait`)."""
 
-    def settle(self) -> list[tuple[int, Result]]:
-        """Wait for every later Result still to come and return them (token, Result)."""
+    def settle(self, keep: set[int] | None = None) -> list[tuple[int, Result]]:
+        """Wait for every later Result still to come and return them (token, Result); with
+        ``keep``, only those of these tokens are wanted (the others may come back unchanged)."""
         ...
 
 
@@ -308,9 +309,11 @@ class MCTS:
             self.observer.on_node_amended(node)
 
     def settle(self) -> None:
-        """Take every later result the evaluator still has to give (see :class:`Settles`)."""
+        """Take the later results the evaluator still has to give (see :class:`Settles`), waiting
+        only for the best node's: the work for the others is abandoned (the search is over)."""
         if isinstance(self.evaluator, Settles):
-            for token, ev in self.evaluator.settle():
+            best = self.best()
+            for token, ev in self.evaluator.settle(keep=set() if best is None else {best.id}):
                 self.amend(self.nodes[token], ev)
 
     # -- selection and expansion --------------------------------------------------------------

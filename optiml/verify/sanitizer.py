@@ -110,6 +110,7 @@ class SanitizeResult:
     finding: Finding | None = None
     tools: tuple[str, ...] = ()        # the tools that ran to their end
     wall_s: float = 0.0
+    gpu_s: float = 0.0                 # of which the GPU was held (the candidate's launches, all tools)
 
     @property
     def clean(self) -> bool:
@@ -117,6 +118,7 @@ class SanitizeResult:
 
     def to_dict(self) -> dict:
         return {"status": self.status, "message": self.message, "tools": list(self.tools), "wall_s": self.wall_s,
+                "gpu_s": self.gpu_s,
                 "finding": None if self.finding is None else self.finding.__dict__ | {"sentence": self.finding.sentence()}}
 
 
@@ -149,10 +151,11 @@ class Sanitizer:
         return [self.exe, "--tool", tool, *extra, "--error-exitcode", str(_EXIT_ON_ERROR), "--print-limit", "1",
                 "--show-backtrace", "no", self.python, "-m", "optiml.verify.worker", "--sanitize", jobdir]
 
-    def sanitize(self, job, gpu_lock=None) -> SanitizeResult:
+    def sanitize(self, job, gpu_lock=None, cancel=None) -> SanitizeResult:
         """Every tool on ``job``'s candidate, the tools at once (each in a process of its own: their
         start-up is most of the cost); the verdict is the first report in :data:`TOOLS` order.
-        ``gpu_lock`` (a context manager) is held only while a candidate's launch runs."""
+        ``gpu_lock`` (a context manager) is held only while a candidate's launch runs; ``cancel``
+        (a threading.Event) set stops the tools: the result is not_sanitized, "cancelled"."""
         import pickle
         import tempfile
         import time
@@ -172,30 +175,34 @@ class Sanitizer:
                 dirs[tool].mkdir()
                 (dirs[tool] / "job.pkl").write_bytes(blob)
             with ThreadPoolExecutor(len(self.tools), thread_name_prefix="optiml-sanitize") as pool:
-                runs = dict(zip(self.tools, pool.map(lambda t: self._run(t, dirs[t], gpu_lock), self.tools)))
+                runs = dict(zip(self.tools, pool.map(lambda t: self._run(t, dirs[t], gpu_lock, cancel), self.tools)))
         wall = time.perf_counter() - t0
+        gpu = sum(held for _, _, held in runs.values())
+        runs = {tool: (code, out) for tool, (code, out, _) in runs.items()}
+        if cancel is not None and cancel.is_set():
+            return SanitizeResult("not_sanitized", "cancelled", wall_s=wall, gpu_s=gpu)
         done: list[str] = []
         for tool in self.tools:
             code, out = runs[tool]
             if code is None:
                 return SanitizeResult("not_sanitized", f"{tool} did not finish within {self.timeout_s:g} s",
-                                      tools=tuple(done), wall_s=wall)
+                                      tools=tuple(done), wall_s=wall, gpu_s=gpu)
             report = parse(out, tool)
             in_kernel = [f for f in report.findings if f.kernel]
             if in_kernel or (report.complete and report.errors):
                 # a report about a kernel; a tool that failed to start reports no kernel and no summary
                 finding = (in_kernel or list(report.findings) or [Finding(tool, f"{report.errors} error(s)")])[0]
-                return SanitizeResult("unsafe", finding.sentence(), finding, tuple(done), wall)
+                return SanitizeResult("unsafe", finding.sentence(), finding, tuple(done), wall, gpu)
             if not report.complete or code not in (0, _EXIT_ON_ERROR):
                 last = next((ln for ln in reversed(out.strip().splitlines()) if ln.strip()), "no output")
                 return SanitizeResult("not_sanitized", f"{tool} could not run the candidate (exit {code}): "
-                                      f"{_PREFIX.sub('', last).strip()}", tools=tuple(done), wall_s=wall)
+                                      f"{_PREFIX.sub('', last).strip()}", tools=tuple(done), wall_s=wall, gpu_s=gpu)
             done.append(tool)
-        return SanitizeResult("clean", f"passed {', '.join(done)}", tools=tuple(done), wall_s=wall)
+        return SanitizeResult("clean", f"passed {', '.join(done)}", tools=tuple(done), wall_s=wall, gpu_s=gpu)
 
-    def _run(self, tool: str, d, gpu_lock) -> tuple[int | None, str]:
-        """One tool's run: (exit code or None at the timeout, its output)."""
-        import contextlib
+    def _run(self, tool: str, d, gpu_lock, cancel=None) -> tuple[int | None, str, float]:
+        """One tool's run: (exit code, or None at the timeout or when cancelled; its output; the
+        seconds it held ``gpu_lock``)."""
         import subprocess
         import time
 
@@ -207,28 +214,32 @@ class Sanitizer:
             (d / "wait").write_text("")
         log = d / f"{tool}.log"
         deadline = time.monotonic() + self.timeout_s
+        held = 0.0
         with open(log, "w") as f:
             proc = subprocess.Popen(self.command(tool, str(d)), stdout=f, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=child_env(), start_new_session=True)
-        try:
-            if gpu_lock is not None:
-                if _wait_for(d / "ready", proc, deadline):
-                    with gpu_lock if gpu_lock is not None else contextlib.nullcontext():
-                        (d / "go").write_text("")
-                        _wait_for(d / "finished", proc, deadline)
-            proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            return None, log.read_text(errors="replace")
-        return proc.returncode, log.read_text(errors="replace")
+        if gpu_lock is not None and _wait_for(d / "ready", proc, deadline, cancel):
+            with gpu_lock:
+                t0 = time.perf_counter()
+                (d / "go").write_text("")
+                _wait_for(d / "finished", proc, deadline, cancel)
+                held = time.perf_counter() - t0
+        while proc.poll() is None:
+            if time.monotonic() > deadline or (cancel is not None and cancel.is_set()):
+                kill_group(proc)
+                proc.wait()
+                return None, log.read_text(errors="replace"), held
+            time.sleep(0.005)
+        return proc.returncode, log.read_text(errors="replace"), held
 
 
-def _wait_for(path, proc, deadline: float) -> bool:
-    """Until ``path`` exists (True), or the process ended or the deadline passed (False)."""
+def _wait_for(path, proc, deadline: float, cancel=None) -> bool:
+    """Until ``path`` exists (True), or the process ended, the deadline passed or ``cancel`` was
+    set (False)."""
     import time
 
     while not path.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.poll() is not None or time.monotonic() > deadline or (cancel is not None and cancel.is_set()):
             return path.exists()
         time.sleep(0.002)
     return True
