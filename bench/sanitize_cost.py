@@ -52,9 +52,14 @@ def optimize(example: str, mode: str, budget: int, tmp: Path) -> dict:
     from optiml.traces.store import TraceStore
 
     db, out = tmp / f"{example}-{mode}-{time.time_ns()}.db", tmp / f"{example}-{mode}.cu"
-    wall, p = optiml("optimize", str(kernel(example)), "--budget", str(budget), "--sanitize", mode,
+    wall, p = optiml("-v", "optimize", str(kernel(example)), "--budget", str(budget), "--sanitize", mode,
                      "--db", str(db), "--output", str(out), "--seed", "0")
     row = {"example": example, "mode": mode, "wall_s": round(wall, 2), "rc": p.returncode}
+    import re
+
+    for key, pattern in (("settle_s", r"settled the later results in ([\d.]+) s"), ("final_s", r"final timing.* in ([\d.]+) s")):
+        m = re.search(pattern, p.stderr)
+        row[key] = float(m.group(1)) if m else None
     if p.returncode != 0:
         row["error"] = (p.stderr or p.stdout).strip()[-400:]
         return row
@@ -98,6 +103,7 @@ def main() -> None:
                     runs.append(row)
                     print(f"round {r} {ex:18s} {mode:4s} {row['wall_s']:7.1f} s  sanitized {row.get('sanitized')} "
                           f"{row.get('sanitize_each_s')}  speedup {row.get('speedup')}  final {row.get('final_sanitize')} "
+                          f"settle {row.get('settle_s')} s final step {row.get('final_s')} s "
                           f"{row.get('error', '')}", flush=True)
     record["runs"] = runs
     for ex in examples:

@@ -9,6 +9,7 @@ that figure is the one reported and stored with the run.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -192,7 +193,10 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
             store.set_run_status(run_id, "failed")
             raise UserError(f"{kernel}: the kernel itself does not verify ({root.status}: "
                             f"{root.result.message}); fix it first.")
+        t0 = time.perf_counter()
         best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None)
+        logger.info("final timing{} in {:.2f} s", " and sanitizing" if sanitizer is not None else "",
+                    time.perf_counter() - t0)
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
     if best is None:

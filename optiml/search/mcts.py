@@ -312,9 +312,10 @@ class MCTS:
         """Take the later results the evaluator still has to give (see :class:`Settles`), waiting
         only for the best node's: the work for the others is abandoned (the search is over)."""
         if isinstance(self.evaluator, Settles):
-            best = self.best()
+            best, t0 = self.best(), self.clock()
             for token, ev in self.evaluator.settle(keep=set() if best is None else {best.id}):
                 self.amend(self.nodes[token], ev)
+            logger.info("settled the later results in {:.2f} s", self.clock() - t0)
 
     # -- selection and expansion --------------------------------------------------------------
 
