@@ -66,13 +66,16 @@ def optimize(example: str, mode: str, budget: int, tmp: Path) -> dict:
     with TraceStore(db, create=False) as store:
         run = store.runs()[-1]
         final = store.run(run["id"])["result"] or {}
-        sanitized, gpu = [], []
+        sanitized, gpu, stages = [], [], {}
         for n in store.nodes(run["id"]):
             e = store.evaluation(n.id) or {}
             res = e.get("result") or {}
+            for k, v in (res.get("stage_s") or {}).items():
+                stages.setdefault(k, []).append(v)
             if res.get("sanitize"):
                 sanitized.append(round((res.get("stage_s") or {}).get("sanitize") or res["sanitize"].get("wall_s") or 0, 2))
                 gpu.append(round(res["sanitize"].get("gpu_s") or 0, 2))
+    row["stage_median_s"] = {k: round(statistics.median(v), 3) for k, v in sorted(stages.items()) if k != "sanitize"}
     row.update(sanitized=len(sanitized), sanitize_each_s=sanitized, sanitize_gpu_s=gpu, speedup=final.get("speedup"),
                final_sanitize=(final.get("sanitize") or {}).get("status"))
     return row
@@ -105,6 +108,7 @@ def main() -> None:
                     print(f"round {r} {ex:18s} {mode:4s} {row['wall_s']:7.1f} s  sanitized {row.get('sanitized')} "
                           f"{row.get('sanitize_each_s')}  speedup {row.get('speedup')}  final {row.get('final_sanitize')} "
                           f"settle {row.get('settle_s')} s final step {row.get('final_s')} s gpu held {row.get('sanitize_gpu_s')} "
+                          f"stages {row.get('stage_median_s')} "
                           f"{row.get('error', '')}", flush=True)
     record["runs"] = runs
     for ex in examples:

@@ -199,6 +199,12 @@ class GatedSanitizer(BlockSanitizer):
         return super().sanitize(job, gpu_lock)
 
 
+@pytest.fixture(autouse=True)
+def no_settling(monkeypatch):
+    """A new best is sanitized at once (tests of the settling wait set it themselves)."""
+    monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 0.0)
+
+
 def _best_runner(tmp_path, fake):
     from optiml.runner import Preparer, standard_stages
 
@@ -340,6 +346,9 @@ def test_a_search_takes_late_verdicts_into_its_tree_and_store(tmp_path):
             fut.set_result(ev)
             return fut
 
+        def hurry(self):
+            pass
+
         def abandon(self, later):
             abandoned.append(evaluator._later[later])    # its verdict comes anyway (flush)
 
@@ -402,3 +411,15 @@ def test_a_cancelled_sanitizer_stops_its_tools(tmp_path):
     t0 = time.perf_counter()
     r = Sanitizer(exe=str(exe)).sanitize(job(tmp_path), cancel=cancel)
     assert r.status == "not_sanitized" and r.message == "cancelled" and time.perf_counter() - t0 < 5
+
+
+def test_a_new_best_waits_a_moment_for_a_faster_one(tmp_path, monkeypatch):
+    """Bests come in a row: one overtaken within SETTLE_S of its result is never sanitized, and a
+    candidate within the 1 % noise of a claimed best is not a new best."""
+    monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 1.0)
+    fake = BlockSanitizer()
+    with _best_runner(tmp_path, fake) as runner:
+        evs = [runner.submit(block(b)).result(timeout=30) for b in (300, 200, 199)]
+        assert evs[2].later is None                          # 1.99 ms is within 1 % of 2.00 ms
+        lates = [ev.later.result(timeout=10) for ev in evs[:2]]
+    assert fake.jobs == [200] and lates[0].sanitize is None and lates[1].sanitize.status == "clean"

@@ -72,6 +72,7 @@ class RunnerEvaluator:
             for fut, token in list(self._later.items()):
                 if token not in keep:
                     self.runner.abandon(fut)
+        self.runner.hurry()
         concurrent.futures.wait(list(self._later))
         return self._amended(set(self._later))
 

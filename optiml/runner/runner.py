@@ -129,6 +129,13 @@ class Runner:
         self._advance(item)
         return fut
 
+    def hurry(self) -> None:
+        """Somebody waits for every background outcome now: the background stages stop waiting
+        for company (see :meth:`BackgroundStage.hurry`)."""
+        for stage in self.stages:
+            if stage.where is Where.BACKGROUND:
+                stage.hurry()
+
     def abandon(self, later: Future) -> None:
         """Nobody waits for the background stages of the candidate whose ``Evaluation.later`` this
         is: they stop (or never start), and ``later`` resolves with the Evaluation as it is."""
@@ -144,7 +151,10 @@ class Runner:
     def evaluate(self, candidate: Candidate, **kw) -> Evaluation:
         """One candidate, start to end (its background stages too)."""
         ev = self.submit(candidate, **kw).result()
-        return ev.later.result() if ev.later is not None else ev
+        if ev.later is None:
+            return ev
+        self.hurry()
+        return ev.later.result()
 
     def close(self) -> None:
         if self._closed:
@@ -158,6 +168,7 @@ class Runner:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=600)
+        self.hurry()
         self._background.put(None)          # after every stage that could send it more
         self._bg_thread.join(timeout=600)
         for hs in self._harnesses.values():
@@ -230,7 +241,8 @@ class Runner:
         with self._count_lock:
             self._given_out[item.later] = item
         out = item.ev.snapshot()
-        out.wall_s = item.ev.wall_s = time.perf_counter() - item.t0
+        item.given_out_at = time.perf_counter()
+        out.wall_s = item.ev.wall_s = item.given_out_at - item.t0
         out.later = item.later
         item.future.set_result(out)
 

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 from loguru import logger
 
+from ..best import MIN_BAND
 from ..profiler.types import Profiler, ProfileResult, ProfileStatus
 from ..status import Status
 from ..verify.harness import Harness, HarnessJob, KernelBinary
@@ -100,6 +101,7 @@ class Item:
     device: Device | None = None      # the device it was checked on
     later: Future | None = None       # given out with its result when it went on to a background stage
     abandoned: bool = False           # its background stages' outcome is no longer wanted
+    given_out_at: float = 0.0         # when its result was given out (before its background stages)
 
     @property
     def failed(self) -> bool:
@@ -128,6 +130,10 @@ class BackgroundStage(Stage, Protocol):
     def abandon(self, item: Item) -> None:
         """Nobody waits for ``item``'s outcome any more: stop the work on it if it is running
         (its Evaluation is then left as it was)."""
+
+    def hurry(self) -> None:
+        """Somebody waits for the outcomes now (the search is over, or the runner closes): no
+        more waiting for company or for a later candidate to overtake one."""
 
 
 class BuildStage:
@@ -184,6 +190,9 @@ class CheckStage:
         pass
 
 
+SETTLE_S = 2.0      # a new best waits this long for a faster one before it is sanitized (``best`` mode)
+
+
 class SanitizeStage:
     """Run a verified candidate under compute-sanitizer (the four tools at once, the candidate alone
     at a small size): an error is the status ``unsafe`` with the tool's first report; a sanitizer
@@ -191,11 +200,15 @@ class SanitizeStage:
 
     ``mode``:
 
-    * ``best``: a candidate faster than every one sanitized clean or waiting to be, in the
-      background (:attr:`Where.BACKGROUND`): its result goes to the search at once, and the
-      verdict comes later on ``Evaluation.later``. One waiting candidate that a faster one has
-      overtaken by the time its turn comes is not sanitized (its ``sanitize`` stays None): the
-      best is what must be sanitized, and whoever picks a final best sanitizes it if it was not.
+    * ``best``: a candidate faster (by more than the 1 % run-to-run noise, ``best.MIN_BAND``)
+      than every one sanitized clean or waiting to be, in the background
+      (:attr:`Where.BACKGROUND`): its result goes to the search at once, and the verdict comes
+      later on ``Evaluation.later``. A candidate waits :data:`SETTLE_S` after its result before
+      its turn (a search finds several bests in a row); one that a faster one has overtaken by
+      then is not sanitized (its ``sanitize`` stays None): the best is what must be sanitized,
+      and whoever picks a final best sanitizes it if it was not. Each sanitization costs the
+      search more than its own time: compute-sanitizer's processes slow ncu down beside them
+      (``bench/sanitize_interference.py``: +44 % for the four tools at once on an H100).
     * ``all``: every verified candidate, before its result is given out (on the CPU pool).
     * ``asked``: only those submitted with ``sanitize=True``. In every mode, ``sanitize=True``
       is always sanitized (in the background in ``best`` mode: :meth:`Runner.evaluate` waits for
@@ -214,6 +227,7 @@ class SanitizeStage:
         self._waiting: list[float] = []           # medians of candidates sent to be sanitized, not done yet
         self._lock = threading.Lock()
         self._cancel: dict[int, threading.Event] = {}   # id(item) -> set to stop its sanitizer
+        self._hurry = threading.Event()
 
     def _bar(self) -> float | None:
         """A candidate must be faster than this to be sanitized in ``best`` mode."""
@@ -230,7 +244,7 @@ class SanitizeStage:
         median = item.ev.median_ms if item.ev is not None else None
         with self._lock:
             bar = self._bar()
-            if median is None or (bar is not None and median >= bar):
+            if median is None or (bar is not None and median >= bar / (1 + MIN_BAND)):
                 return False
             self._waiting.append(median)
             return True
@@ -240,6 +254,7 @@ class SanitizeStage:
             median = item.ev.median_ms
             background = self.where is Where.BACKGROUND and not item.sanitize
             if background:
+                self._hurry.wait(max(0.0, item.given_out_at + SETTLE_S - time.perf_counter()))
                 with self._lock:
                     self._waiting.remove(median)
                     overtaken = self._bar() is not None and self._bar() < median
@@ -275,6 +290,9 @@ class SanitizeStage:
         with self._lock:
             if id(item) in self._cancel:
                 self._cancel[id(item)].set()
+
+    def hurry(self) -> None:
+        self._hurry.set()
 
     def close(self) -> None:
         pass

@@ -98,6 +98,7 @@ def parse(text: str, tool: str) -> ToolReport:
 
 SANITIZER_ENV = "OPTIML_COMPUTE_SANITIZER"
 DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_NICENESS = 10        # the tools run at this lower CPU priority (nice)
 _EXIT_ON_ERROR = 86
 
 
@@ -138,17 +139,22 @@ class Sanitizer:
     candidate alone, once, at the smallest verification size: :mod:`.sanitize_child`)."""
 
     def __init__(self, *, exe: str | None = None, tools=TOOLS, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 python: str | None = None):
+                 python: str | None = None, niceness: int = DEFAULT_NICENESS):
+        import shutil
         import sys
 
         self.exe = exe or find_sanitizer()
         self.tools = tuple(tools)
         self.timeout_s = timeout_s
         self.python = python or sys.executable
+        # the tools yield the CPU to nvcc and the GPU workers: a search sanitizing its bests in the
+        # background must not slow its builds down
+        nice = shutil.which("nice") if niceness else None
+        self._nice = [nice, "-n", str(niceness)] if nice else []
 
     def command(self, tool: str, jobdir: str) -> list[str]:
         extra = ["--leak-check", "no"] if tool == "memcheck" else []
-        return [self.exe, "--tool", tool, *extra, "--error-exitcode", str(_EXIT_ON_ERROR), "--print-limit", "1",
+        return [*self._nice, self.exe, "--tool", tool, *extra, "--error-exitcode", str(_EXIT_ON_ERROR), "--print-limit", "1",
                 "--show-backtrace", "no", self.python, "-m", "optiml.verify.worker", "--sanitize", jobdir]
 
     def sanitize(self, job, gpu_lock=None, cancel=None) -> SanitizeResult:
