@@ -68,6 +68,8 @@ class RunnerEvaluator:
         """Wait for every later result still to come: (token, Result) for each. With ``keep`` (a
         set of tokens), the others' background stages are abandoned first (they stop, and come
         back as they were)."""
+        if not self._later:
+            return []
         if keep is not None:
             for fut, token in list(self._later.items()):
                 if token not in keep:
