@@ -423,3 +423,34 @@ def test_a_new_best_waits_a_moment_for_a_faster_one(tmp_path, monkeypatch):
         assert evs[2].later is None                          # 1.99 ms is within 1 % of 2.00 ms
         lates = [ev.later.result(timeout=10) for ev in evs[:2]]
     assert fake.jobs == [200] and lates[0].sanitize is None and lates[1].sanitize.status == "clean"
+
+
+def test_the_background_sanitizer_keeps_to_its_share_of_the_time(tmp_path, monkeypatch):
+    """With SHARE 0.5 and sanitizations that report 0.5 s, the second may start only once 1 s has
+    passed since the stage began; hurrying lets it start at once."""
+    import time
+
+    monkeypatch.setattr("optiml.runner.stages.SHARE", 0.5)
+
+    class Slow(BlockSanitizer):
+        def sanitize(self, job, gpu_lock=None, cancel=None):
+            self.at = getattr(self, "at", []) + [time.perf_counter()]
+            r = super().sanitize(job, gpu_lock)
+            return SanitizeResult(r.status, r.message, tools=r.tools, wall_s=0.5)
+
+    for hurry in (False, True):
+        fake = Slow()
+        with _best_runner(tmp_path, fake) as runner:
+            began = runner.stages[-1]._began
+            first = runner.submit(block(300)).result(timeout=30)
+            first.later.result(timeout=10)
+            second = runner.submit(block(200)).result(timeout=30)
+            out = time.perf_counter()
+            if hurry:
+                runner.hurry()
+            second.later.result(timeout=10)
+        assert fake.jobs == [300, 200]
+        if hurry:
+            assert fake.at[1] - out < 0.5
+        else:
+            assert fake.at[1] - began >= 0.99 and (out - began >= 0.99 or fake.at[1] - out > 0.05)

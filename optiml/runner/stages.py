@@ -191,6 +191,7 @@ class CheckStage:
 
 
 SETTLE_S = 2.0      # a new best waits this long for a faster one before it is sanitized (``best`` mode)
+SHARE = 0.1         # the background sanitizer is busy at most this share of the time (``best`` mode)
 
 
 class SanitizeStage:
@@ -204,11 +205,13 @@ class SanitizeStage:
       than every one sanitized clean or waiting to be, in the background
       (:attr:`Where.BACKGROUND`): its result goes to the search at once, and the verdict comes
       later on ``Evaluation.later``. A candidate waits :data:`SETTLE_S` after its result before
-      its turn (a search finds several bests in a row); one that a faster one has overtaken by
-      then is not sanitized (its ``sanitize`` stays None): the best is what must be sanitized,
-      and whoever picks a final best sanitizes it if it was not. Each sanitization costs the
-      search more than its own time: compute-sanitizer's processes slow ncu down beside them
-      (``bench/sanitize_interference.py``: +44 % for the four tools at once on an H100).
+      its turn (a search finds several bests in a row), and the background sanitizer is busy at
+      most :data:`SHARE` of the time: each sanitization costs the search more than its own
+      time, since compute-sanitizer's processes slow ncu down beside them
+      (``bench/sanitize_interference.py``: +44 % for the four tools at once on an H100). One that
+      a faster one has overtaken by its turn is not sanitized (its ``sanitize`` stays None): the
+      best is what must be sanitized, and whoever picks a final best (:meth:`hurry` first)
+      sanitizes it if it was not.
     * ``all``: every verified candidate, before its result is given out (on the CPU pool).
     * ``asked``: only those submitted with ``sanitize=True``. In every mode, ``sanitize=True``
       is always sanitized (in the background in ``best`` mode: :meth:`Runner.evaluate` waits for
@@ -228,6 +231,7 @@ class SanitizeStage:
         self._lock = threading.Lock()
         self._cancel: dict[int, threading.Event] = {}   # id(item) -> set to stop its sanitizer
         self._hurry = threading.Event()
+        self._began, self._busy = time.perf_counter(), 0.0   # background sanitizing: since, and how long
 
     def _bar(self) -> float | None:
         """A candidate must be faster than this to be sanitized in ``best`` mode."""
@@ -254,7 +258,7 @@ class SanitizeStage:
             median = item.ev.median_ms
             background = self.where is Where.BACKGROUND and not item.sanitize
             if background:
-                self._hurry.wait(max(0.0, item.given_out_at + SETTLE_S - time.perf_counter()))
+                self._hurry.wait(max(0.0, self._turn(item) - time.perf_counter()))
                 with self._lock:
                     self._waiting.remove(median)
                     overtaken = self._bar() is not None and self._bar() < median
@@ -276,6 +280,8 @@ class SanitizeStage:
                     self._cancel.pop(id(item), None)
                     if background:
                         self._waiting.remove(median)
+            if background:
+                self._busy += res.wall_s if res is not None else 0.0
             if cancel.is_set():
                 continue                          # abandoned: not sanitized
             item.ev.sanitize = res
@@ -285,6 +291,11 @@ class SanitizeStage:
             elif res.status == "clean" and median is not None:
                 with self._lock:
                     self._clean = median if self._clean is None else min(self._clean, median)
+
+    def _turn(self, item: Item) -> float:
+        """When a waiting candidate's sanitization may start: SETTLE_S after its result, and not
+        before the background sanitizer's busy time is back within SHARE of the time since it began."""
+        return max(item.given_out_at + SETTLE_S, self._began + self._busy / SHARE)
 
     def abandon(self, item: Item) -> None:
         with self._lock:
