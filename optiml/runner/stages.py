@@ -192,6 +192,7 @@ class CheckStage:
 
 SETTLE_S = 2.0      # a new best waits this long for a faster one before it is sanitized (``best`` mode)
 SHARE = 0.1         # the background sanitizer is busy at most this share of the time (``best`` mode)
+EXPECT_S = 2.5      # a sanitization's wall time before one is measured (the four tools at once, H100)
 
 
 class SanitizeStage:
@@ -206,7 +207,8 @@ class SanitizeStage:
       (:attr:`Where.BACKGROUND`): its result goes to the search at once, and the verdict comes
       later on ``Evaluation.later``. A candidate waits :data:`SETTLE_S` after its result before
       its turn (a search finds several bests in a row), and the background sanitizer is busy at
-      most :data:`SHARE` of the time: each sanitization costs the search more than its own
+      most :data:`SHARE` of the time, counting the one it would start (so a short search
+      sanitizes only its final best): each sanitization costs the search more than its own
       time, since compute-sanitizer's processes slow ncu down beside them
       (``bench/sanitize_interference.py``: +44 % for the four tools at once on an H100). One that
       a faster one has overtaken by its turn is not sanitized (its ``sanitize`` stays None): the
@@ -232,6 +234,7 @@ class SanitizeStage:
         self._cancel: dict[int, threading.Event] = {}   # id(item) -> set to stop its sanitizer
         self._hurry = threading.Event()
         self._began, self._busy = time.perf_counter(), 0.0   # background sanitizing: since, and how long
+        self._expect = EXPECT_S                               # how long the next one will take
 
     def _bar(self) -> float | None:
         """A candidate must be faster than this to be sanitized in ``best`` mode."""
@@ -280,8 +283,9 @@ class SanitizeStage:
                     self._cancel.pop(id(item), None)
                     if background:
                         self._waiting.remove(median)
-            if background:
-                self._busy += res.wall_s if res is not None else 0.0
+            if background and res is not None:
+                self._busy += res.wall_s
+                self._expect = res.wall_s or self._expect
             if cancel.is_set():
                 continue                          # abandoned: not sanitized
             item.ev.sanitize = res
@@ -293,9 +297,10 @@ class SanitizeStage:
                     self._clean = median if self._clean is None else min(self._clean, median)
 
     def _turn(self, item: Item) -> float:
-        """When a waiting candidate's sanitization may start: SETTLE_S after its result, and not
-        before the background sanitizer's busy time is back within SHARE of the time since it began."""
-        return max(item.given_out_at + SETTLE_S, self._began + self._busy / SHARE)
+        """When a waiting candidate's sanitization may start: SETTLE_S after its result, and once
+        the background sanitizer's busy time, this one's included (as long as the last took),
+        is within SHARE of the time since it began."""
+        return max(item.given_out_at + SETTLE_S, self._began + (self._busy + self._expect) / SHARE)
 
     def abandon(self, item: Item) -> None:
         with self._lock:
