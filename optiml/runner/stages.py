@@ -191,7 +191,7 @@ class CheckStage:
 
 
 SETTLE_S = 2.0      # a new best waits this long for a faster one before it is sanitized (``best`` mode)
-SHARE = 0.1         # the background sanitizer is busy at most this share of the time (``best`` mode)
+SHARE = 0.05        # the background sanitizer is busy at most this share of the time (``best`` mode)
 EXPECT_S = 2.5      # a sanitization's wall time before one is measured (the four tools at once, H100)
 
 
