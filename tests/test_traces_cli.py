@@ -55,7 +55,42 @@ def test_best_writes_the_fastest_verified_kernel(db, tmp_path):
     out = tmp_path / "best.cu"
     r = CliRunner().invoke(cli, ["best", str(ids["run"]), "-o", str(out), "--db", str(path)])
     assert r.exit_code == 0, r.output
-    assert out.read_text() == BOUNDED
+    text = out.read_text()
+    assert text.endswith(BOUNDED)
+    header = text[:-len(BOUNDED)]
+    assert all(ln.startswith("//") for ln in header.strip().splitlines())
+    assert f"run {ids['run']}, node {ids['bounded']}" in header and "2.00x" in header
+    assert "edits from the seed: pad tile to 33 columns; __launch_bounds__(1024, 2)" in header
+    assert "nvcc -O3 ..." in header           # the spec gives no nvcc_flags: its default
+
+
+def test_best_keeps_the_flags_it_was_timed_with(tmp_path):
+    """A best that needs a flag the search added (-use_fast_math) says so in its header and with
+    --print-flags; -o - writes to standard output, not to a file named '-'; the node optimize
+    wrote (the final figure's) is the one written, with the final interleaved speedup."""
+    path = tmp_path / "t.db"
+    with TraceStore(path) as store:
+        run = store.start_run("k", spec_toml="[kernel]\nentry = 'k'\nnvcc_flags = ['-O2', '-lineinfo']\n")
+        root = store.add_node(run, None, "__global__ void k() {}\n")
+        fast = store.add_node(run, root, "__global__ void k() { }\n", flags={"extra": ["-use_fast_math"]},
+                              edit="fast math")
+        slow = store.add_node(run, root, "__global__ void k() {  }\n", edit="other")
+        for n, ms in ((root, 2.0), (fast, 1.0), (slow, 1.5)):
+            store.finish_node(n, {"status": "ok", "median_ms": ms, "build": {"arch": "sm_90"}})
+        store.set_run_result(run, {"status": "ok", "speedup": 1.5, "seed_ms": 2.1, "best_ms": 1.4, "best_node": slow})
+    r = CliRunner().invoke(cli, ["best", str(run), "--print-flags", "--db", str(path)])
+    assert r.exit_code == 0 and r.output.strip() == "-arch=sm_90 -O2 -lineinfo", r.output
+    with TraceStore(path) as store:       # without a final figure: the fastest, with its own flag
+        store.set_run_result(run, {})
+    r = CliRunner().invoke(cli, ["best", str(run), "--print-flags", "-o", "-", "--db", str(path)])
+    assert r.exit_code == 0 and r.output.startswith("-arch=sm_90 -O2 -lineinfo -use_fast_math\n// optiml: run 1, node 2")
+    assert "nvcc -arch=sm_90 -O2 -lineinfo -use_fast_math ..." in r.output and "2.00x" in r.output
+    assert not (tmp_path / "-").exists() and not __import__("os").path.exists("-")
+    with TraceStore(path) as store:
+        store.set_run_result(run, {"status": "ok", "speedup": 1.5, "seed_ms": 2.1, "best_ms": 1.4, "best_node": slow})
+    r = CliRunner().invoke(cli, ["best", str(run), "-o", "-", "--db", str(path)])
+    assert "node 3" in r.output and "1.50x (2.1 ms -> 1.4 ms, timed interleaved with the seed)" in r.output
+    assert "edits from the seed: other" in r.output
 
 
 def test_export_csv_loads_in_pandas(db, tmp_path):

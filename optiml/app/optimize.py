@@ -197,12 +197,23 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
         best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None)
         logger.info("final timing{} in {:.2f} s", " and sanitizing" if sanitizer is not None else "",
                     time.perf_counter() - t0)
+    if best is not None:
+        final["best_node"] = search.observer.ids[best.id]
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
     if best is None:
         raise UserError(f"{kernel}: no safe kernel to write: {final['message']}")
+    from ..traces.kernel_file import kernel_file
+
     out = opts.output or kernel.with_suffix(".optiml.cu")
-    out.write_text(best.source)
+    timed = final.get("status") == "ok" and final.get("speedup")
+    text = kernel_file(store, run_id, final["best_node"],
+                       **({k: final.get(k) for k in ("speedup", "seed_ms", "best_ms")} if timed else {}))
+    try:
+        out.write_text(text)
+    except OSError as e:
+        raise UserError(f"{out}: cannot write the best kernel ({e.strerror}); it is kept in the database: "
+                        f"optiml best {run_id} -o FILE") from None
     return OptimizeResult(run_id=run_id, evaluations=search.evaluations, best_source=best.source,
                           best_path=tuple(best.path()), output=out, final=final, sanitize=sanitize)
 

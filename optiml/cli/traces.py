@@ -47,24 +47,55 @@ def show(run_id: int, db_path: Path, node_id: int | None) -> None:
 @click.command()
 @click.argument("run_id", type=int)
 @db_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Where to write the best verified kernel source.")
-def best(run_id: int, db_path: Path, output: Path) -> None:
-    """Write the best verified kernel of RUN_ID to a file."""
-    with _open(db_path) as store:
-        store.run(run_id)
-        from ..app.records import best_node
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path, allow_dash=True), default=None,
+              help="Where to write the best verified kernel, with a header naming the run, node, edits, speedup "
+                   "and nvcc flags ('-' for standard output).")
+@click.option("--print-flags", is_flag=True, help="Print the nvcc flags the best kernel was verified and timed with.")
+def best(run_id: int, db_path: Path, output: Path | None, print_flags: bool) -> None:
+    """Write the best verified kernel of RUN_ID to a file (the one `optimize` wrote, when it finished)."""
+    from ..traces.kernel_file import kernel_file, node_flags
 
-        node = best_node(store, run_id)
+    if output is None and not print_flags:
+        raise UserError("give -o FILE (or -o - for standard output) to write the best kernel, or --print-flags.")
+    with _open(db_path) as store:
+        run = store.run(run_id)
+        node = best_of_run(store, run_id)
         if node is None:
             raise UserError(f"run {run_id} has no verified candidate yet, so there is no best kernel to write.")
-        text = store.source(node.source_hash)
+        final = run.get("result") or {}
+        mine = final.get("best_node") == node.id and final.get("status") == "ok"
+        text = kernel_file(store, run_id, node.id, **({k: final.get(k) for k in ("speedup", "seed_ms", "best_ms")}
+                                                      if mine else {}))
+        flags = node_flags(store, run, node.id)
         ms = store.evaluation(node.id)["median_ms"]
+    if print_flags:
+        click.echo(" ".join(flags))
+    if output is None:
+        return
+    if str(output) == "-":
+        click.echo(text, nl=False)
+        return
     try:
         output.write_text(text)
     except OSError as e:
         raise UserError(f"{output}: cannot write the kernel ({e.strerror}).") from None
-    click.echo(f"{output}: node {node.id}, {ms:.4g} ms")
+    click.echo(f"{output}: node {node.id}, {ms:.4g} ms, nvcc {' '.join(flags)}", err=print_flags)
+
+
+def best_of_run(store, run_id: int):
+    """The kernel `optimize` wrote (the final figure's node) when the run finished, else the best
+    stored node by the search's rule."""
+    from ..app.records import best_node
+
+    final = store.run(run_id).get("result") or {}
+    if isinstance(final.get("best_node"), int):
+        try:
+            node = store.node(final["best_node"])
+        except UserError:
+            node = None
+        if node is not None and node.run_id == run_id:
+            return node
+    return best_node(store, run_id)
 
 
 @click.command()
