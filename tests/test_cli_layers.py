@@ -40,33 +40,44 @@ def test_run_optimize_raises_the_sentences_the_command_prints(tmp_path, monkeypa
     kernel = EXAMPLES / "sgemm_naive" / "sgemm_naive.cu"
     assert attempt(kernel=kernel, seed_kernels=(tmp_path / "nope.cu",)) == f"{tmp_path / 'nope.cu'}: kernel file not found."
     assert attempt(kernel=kernel).startswith("no GPU was found (nvidia-smi is not on PATH); `optiml optimize` runs")
-    with TraceStore(tmp_path / "t.db", create=False) as store:
-        assert store.runs() == []                       # refused before a run was recorded
+    assert not (tmp_path / "t.db").exists()          # refused before a run was recorded: no empty database left
     db = tmp_path / "old.db"
     db.write_bytes((ROOT / "tests/data/traces/recorded_h200_runs.db").read_bytes())
     assert attempt(resume=1, db=db, seed_kernels=(kernel,)).startswith("--seed-kernel joins a new run")
     assert calls == []
 
 
-def test_the_command_draws_progress_and_prints_its_lines(tmp_path, monkeypatch):
-    import optiml.cli.optimize as command
+def _fake_run(tmp_path, seen, interrupt=False):
+    from optiml.app.optimize import Finished, Interrupted
 
-    seen = {}
-
-    def fake_run_optimize(options, on_progress, on_search_end):
+    def fake_run_optimize(options, on_progress, on_search_end, on_candidate):
         """Reports three evaluations, the second finding a 2x kernel, as run_optimize would."""
         seen["options"] = options
         on_progress(0, 3, None)
+        on_candidate(Finished(1, 3, 1, "", "ok", "", 4.0, 1.0))
         on_progress(1, 3, None)
+        on_candidate(Finished(2, 3, 2, "BLOCK 16 -> 32", "ok", "", 2.0, 2.0))
         on_progress(2, 3, 2.0)
+        if interrupt:
+            raise Interrupted(7)
+        on_candidate(Finished(3, 3, 3, "unroll 4", "wrong_output", "max abs error\n 3.0", None, None))
+        on_progress(3, 3, 2.0)
         on_search_end()
         final = {"status": "ok", "speedup": 2.0, "seed_ms": 4.0, "best_ms": 2.0,
                  "search_seed_ms": 4.1, "search_best_ms": 2.1,
                  "sanitize": {"status": "clean", "tools": ["memcheck", "racecheck"], "message": "", "wall_s": 4.0}}
         return OptimizeResult(run_id=7, evaluations=3, best_source="//", best_path=("BLOCK 16 -> 32",),
                               final=final, output=tmp_path / "k.optiml.cu")
+    return fake_run_optimize
 
-    monkeypatch.setattr(command, "run_optimize", fake_run_optimize)
+
+def test_the_command_prints_a_line_per_candidate_and_its_summary(tmp_path, monkeypatch):
+    """stderr is not a terminal here (as in CI logs or under nohup): a line per finished candidate,
+    no bar; -q: neither."""
+    import optiml.cli.optimize as command
+
+    seen = {}
+    monkeypatch.setattr(command, "run_optimize", _fake_run(tmp_path, seen))
     r = CliRunner().invoke(main, ["optimize", str(tmp_path / "k.cu"), "--no-profile", "--budget", "2",
                                   "--db", str(tmp_path / "t.db")])
     assert r.exit_code == 0, r.output
@@ -78,7 +89,48 @@ def test_the_command_draws_progress_and_prints_its_lines(tmp_path, monkeypatch):
         f"path: BLOCK 16 -> 32; written to {tmp_path / 'k.optiml.cu'}",
         "sanitize: passed memcheck, racecheck",
         f"see why: optiml show 7 --db {tmp_path / 't.db'}"]
-    assert r.stderr.splitlines() == ["optimizing", "optimizing (best 2.00x)"]    # not a terminal: each label once
+    assert r.stderr.splitlines() == ["[1/3] node 1 ok 4 ms 1.00x  the seed",
+                                     "[2/3] node 2 ok 2 ms 2.00x  BLOCK 16 -> 32",
+                                     "[3/3] node 3 wrong_output (max abs error 3.0)  unroll 4"]
+    r = CliRunner().invoke(main, ["-q", "optimize", str(tmp_path / "k.cu"), "--db", str(tmp_path / "t.db")])
+    assert r.exit_code == 0 and r.stderr == ""
+
+
+def test_ctrl_c_says_how_to_resume(tmp_path, monkeypatch):
+    import optiml.cli.optimize as command
+
+    monkeypatch.setattr(command, "run_optimize", _fake_run(tmp_path, {}, interrupt=True))
+    r = CliRunner().invoke(main, ["optimize", str(tmp_path / "k.cu"), "--db", str(tmp_path / "t.db")])
+    assert r.exit_code == 130 and "Aborted" not in r.output and "Traceback" not in r.output
+    assert r.stderr.splitlines()[-1] == (f"interrupted: run 7 is kept in {tmp_path / 't.db'}; continue it with "
+                                         f"optiml optimize --resume 7 --db {tmp_path / 't.db'}")
+
+
+def test_a_run_interrupted_after_it_started_is_kept_and_marked(tmp_path, monkeypatch):
+    """run_optimize itself: Ctrl-C once the run is stored raises Interrupted (run kept, marked
+    interrupted); before, a KeyboardInterrupt as it was, and the new database is removed."""
+    import optiml.app.optimize as app
+    from optiml.app.optimize import Interrupted
+
+    def stop(opts, on_progress, on_search_end, on_candidate, state):
+        state["store"] = TraceStore(opts.db)
+        state["run"] = state["store"].start_run("k")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "_run_optimize", stop)
+    with pytest.raises(Interrupted) as e:
+        run_optimize(OptimizeOptions(db=tmp_path / "t.db"))
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        assert store.run(e.value.run_id)["status"] == "interrupted"
+
+    def early(opts, on_progress, on_search_end, on_candidate, state):
+        state["store"] = TraceStore(opts.db)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "_run_optimize", early)
+    with pytest.raises(KeyboardInterrupt):
+        run_optimize(OptimizeOptions(db=tmp_path / "n.db"))
+    assert not (tmp_path / "n.db").exists()
 
 
 def test_a_failed_final_timing_reports_the_search_figure():
@@ -119,3 +171,29 @@ def test_the_summary_says_plainly_what_the_sanitizer_made_of_the_kernel(verdict,
     from optiml.cli.optimize import sanitize_line
 
     assert sanitize_line({"sanitize": verdict}, mode) == line
+
+
+def test_the_search_tells_each_finished_candidate_with_its_store_id(tmp_path):
+    """run_optimize's search loop over a fake threaded runner (no GPU): on_candidate gets one
+    Finished per evaluated node, counted, with the store's node id, status and speedup."""
+    from optiml.app.evaluator import RunnerEvaluator
+    from optiml.app.optimize import _search
+    from optiml.app.records import StoreObserver
+    from optiml.search import MCTS, SearchConfig
+    from tests.test_search_mcts import ROOT, ScriptedProposer
+    from tests.test_search_parallel import FakeThreadedRunner
+
+    lines, progress = [], []
+    with TraceStore(tmp_path / "t.db") as store:
+        run = store.start_run("k")
+        evaluator = RunnerEvaluator(FakeThreadedRunner())
+        search = MCTS(ROOT, evaluator, ScriptedProposer(), config=SearchConfig(budget=12, parallel=4),
+                      observer=StoreObserver(store, run, evaluator))
+        _search(store, run, search, evaluator, 12, False, lambda *a: progress.append(a), lines.append)
+        stored = {n.id: n for n in store.nodes(run)}
+    assert [f.done for f in lines] == list(range(1, 14)) and all(f.total == 13 for f in lines)
+    assert lines[0].node == min(stored) and lines[0].speedup == 1.0 and lines[0].status == "ok"
+    for f in lines:
+        assert f.node in stored and stored[f.node].edit == f.edit and stored[f.node].status in ("done", "failed")
+        assert (f.median_ms is None) == (f.status != "ok")
+    assert [p[0] for p in progress] == list(range(0, 14))

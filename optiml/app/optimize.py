@@ -73,6 +73,34 @@ Progress = Callable[[int, int, "float | None"], None]
 """``on_progress(done, total, best_speedup)`` after every finished candidate."""
 
 
+@dataclass(frozen=True)
+class Finished:
+    """One finished candidate, as a line of a run's log says it."""
+    done: int                     # candidates finished so far (this one included)
+    total: int
+    node: int                     # its id in the trace store
+    edit: str
+    status: str
+    message: str
+    median_ms: float | None
+    speedup: float | None         # over the seed, in the search's own timing
+
+    def line(self) -> str:
+        figure = f"{self.median_ms:.4g} ms {self.speedup:.2f}x" if self.median_ms and self.speedup else (
+            f"{self.median_ms:.4g} ms" if self.median_ms else "")
+        why = "" if self.status == "ok" or not self.message else f" ({' '.join(self.message.split())[:120]})"
+        head = " ".join(x for x in (f"[{self.done}/{self.total}] node {self.node} {self.status}{why}", figure) if x)
+        return f"{head}  {' '.join((self.edit or 'the seed').split())}"
+
+
+class Interrupted(Exception):
+    """The user stopped run ``run_id`` (Ctrl-C): it is stored as interrupted and can be resumed."""
+
+    def __init__(self, run_id: int):
+        super().__init__(f"run {run_id} interrupted")
+        self.run_id = run_id
+
+
 def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float):
     from ..edits.rules import RulesProposer
 
@@ -89,10 +117,33 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
 
 
 def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
-                 on_search_end: Callable[[], None] | None = None) -> OptimizeResult:
+                 on_search_end: Callable[[], None] | None = None,
+                 on_candidate: Callable[[Finished], None] | None = None) -> OptimizeResult:
     """Search, re-time the best against the seed, write it; raises UserError for what a user can fix.
-    ``on_progress(done, total, best_speedup)`` follows the search; ``on_search_end()`` comes when it
-    stops (interrupted too), before the final timing."""
+    ``on_progress(done, total, best_speedup)`` follows the search, ``on_candidate(Finished)`` tells
+    each finished candidate; ``on_search_end()`` comes when it stops (interrupted too), before the
+    final timing. Ctrl-C once the run is stored raises :class:`Interrupted` (the run is kept, as
+    ``interrupted``); a new database this call created is removed when it fails before a run starts."""
+    fresh = opts.resume is None and not Path(opts.db).exists()
+    state: dict = {"store": None, "run": None}
+    try:
+        return _run_optimize(opts, on_progress, on_search_end, on_candidate, state)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) and state["run"] is not None:
+            try:
+                state["store"].set_run_status(state["run"], "interrupted")
+            except Exception:        # the store may be mid-write; the run is resumable either way
+                pass
+            raise Interrupted(state["run"]) from None
+        if fresh and state["run"] is None:
+            if state["store"] is not None:
+                state["store"].close()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(opts.db) + suffix).unlink(missing_ok=True)
+        raise
+
+
+def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidate, state: dict) -> OptimizeResult:
     from ..build import nvcc_version, resolve_arch
     from ..gpus import gpu_facts, parse_gpus, require_gpu, visible_gpus
     from ..runner import Preparer, Runner, standard_stages
@@ -109,7 +160,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
     for flag, value in (("--parallel", opts.parallel), ("--jobs", opts.build_jobs)):
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, not {value}.")
-    store = TraceStore(opts.db, create=opts.resume is None)
+    store = state["store"] = TraceStore(opts.db, create=opts.resume is None)
     kernel, proposer, seed, profile = opts.kernel, opts.proposer, opts.seed, opts.profile
     llm_model, llm_base_url = opts.llm_model, opts.llm_base_url
     if opts.resume is None:
@@ -155,11 +206,11 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
                     kernel_name=kernel.name)
     if opts.resume is None:
         device, driver = gpu_facts()
-        run_id = store.start_run(spec.entry, spec_toml=spec.path.read_text(), kernel_source=source, config=config,
-                                 seed=seed, budget=budget, device=device, nvcc_version=nvcc_version(),
-                                 driver_version=driver)
+        run_id = state["run"] = store.start_run(spec.entry, spec_toml=spec.path.read_text(), kernel_source=source,
+                                                config=config, seed=seed, budget=budget, device=device,
+                                                nvcc_version=nvcc_version(), driver_version=driver)
     else:
-        run_id = opts.resume
+        run_id = state["run"] = opts.resume
         store.set_run_budget(run_id, budget)
         store.set_run_status(run_id, "running")
     from ..profiler.ncu import NcuProfiler
@@ -183,8 +234,9 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
         else:
             search = MCTS(source, evaluator, prop, seed_sources=seeds, config=cfg,
                           observer=StoreObserver(store, run_id, evaluator), task=spec.summary(), entry=spec.entry)
+        store_ids = search.observer.ids          # search node id -> store node id
         try:
-            best = _search(store, run_id, search, evaluator, budget, opts.resume is not None, on_progress)
+            best = _search(store, run_id, search, evaluator, budget, opts.resume is not None, on_progress, on_candidate)
         finally:
             if on_search_end is not None:
                 on_search_end()
@@ -198,7 +250,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
         logger.info("final timing{} in {:.2f} s", " and sanitizing" if sanitizer is not None else "",
                     time.perf_counter() - t0)
     if best is not None:
-        final["best_node"] = search.observer.ids[best.id]
+        final["best_node"] = store_ids[best.id]
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
     if best is None:
@@ -228,8 +280,9 @@ def _builder(arch: str, cluster: str | None):
     return NvccBuilder(arch)
 
 
-def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, on_progress: Progress | None):
-    """Run the search, telling ``on_progress`` after every finished candidate."""
+def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, on_progress: Progress | None,
+            on_candidate=None):
+    """Run the search, telling ``on_progress`` and ``on_candidate`` after every finished candidate."""
     ok = [n.median_ms for n in search.nodes if n.status == Status.OK and n.median_ms]
     state = {"root": search.root.median_ms, "best": min(ok) if ok else None, "done": 0}
     total = max(0, budget - search.evaluations) + (0 if resumed else 1)
@@ -243,6 +296,32 @@ def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, o
             on_progress(state["done"], total, state["root"] / state["best"] if state["root"] and state["best"] else None)
 
     evaluator.on_done = on_done
+    if on_candidate is not None:
+        from .records import Tee
+
+        class Lines:
+            """Tells ``on_candidate`` of each evaluated node (after the store has it)."""
+
+            told = 0      # on_done runs for a whole batch of results before the search takes them
+
+            def on_node_evaluated(self, node):
+                root = search.root.median_ms
+                ms = node.result.median_ms if node.status == Status.OK else None
+                self.told += 1
+                on_candidate(Finished(self.told, total, store_ids.get(node.id, node.id), node.edit,
+                                      str(node.status), str(node.result.message or ""), ms,
+                                      root / ms if root and ms else None))
+
+            def on_node_added(self, node):
+                pass
+
+            on_node_started = on_node_amended = on_node_added
+
+            def on_attempt(self, parent, record):
+                pass
+
+        store_ids = search.observer.ids
+        search.observer = Tee(search.observer, Lines())
     if on_progress is not None:
         on_progress(0, total, state["root"] / state["best"] if state["root"] and state["best"] else None)
     try:

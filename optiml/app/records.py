@@ -102,6 +102,33 @@ class StoreObserver:
                                    kind="attempt")
 
 
+class Tee:
+    """Several observers as one (the store's, and a progress printer), told in order."""
+
+    def __init__(self, *observers):
+        self.observers = [o for o in observers if o is not None]
+
+    def on_node_added(self, node: Node) -> None:
+        for o in self.observers:
+            o.on_node_added(node)
+
+    def on_node_started(self, node: Node) -> None:
+        for o in self.observers:
+            o.on_node_started(node)
+
+    def on_node_evaluated(self, node: Node) -> None:
+        for o in self.observers:
+            o.on_node_evaluated(node)
+
+    def on_node_amended(self, node: Node) -> None:
+        for o in self.observers:
+            o.on_node_amended(node)
+
+    def on_attempt(self, parent: Node, record: dict) -> None:
+        for o in self.observers:
+            o.on_attempt(parent, record)
+
+
 def _result(e: dict) -> dict:
     """The search's result of an evaluations row (``result_json`` since schema m002; rebuilt from
     the other columns for older rows)."""

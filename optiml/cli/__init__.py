@@ -25,7 +25,8 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="optiml")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors.")
-def main(verbose: int, quiet: bool) -> None:
+@click.pass_context
+def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     """optiml: make CUDA kernels faster by searching source edits under verification.
 
     \b
@@ -34,6 +35,7 @@ def main(verbose: int, quiet: bool) -> None:
       optiml build kernel.cu       compile and show registers, shared memory, spills (no GPU needed)
       optiml eval kernel.cu        build, verify against the reference and time it on the GPU
     """
+    ctx.obj = {"verbose": 0 if quiet else verbose, "quiet": quiet}
     logger.remove()
     level = "ERROR" if quiet else {0: "WARNING", 1: "INFO"}.get(verbose, "DEBUG")
     logger.add(sys.stderr, level=level, format="<level>{level: <7}</level> {message}")
