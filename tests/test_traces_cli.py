@@ -109,3 +109,17 @@ def test_user_errors_are_one_line(db, tmp_path):
     assert not (tmp_path / "nope.db").exists()
     assert_one_sentence_error(CliRunner().invoke(cli, ["export", str(ids["run"]), "-o", str(tmp_path / "x.xlsx"),
                                                        "--db", str(path)]), "--format")
+
+
+def test_best_of_a_recorded_run_is_the_kernel_its_final_line_names(tmp_path):
+    """A run recorded on an H100 before the final figure kept its node: its final line names the
+    edits pad + -use_fast_math (5.25x), while the search's rule alone would pick the padding
+    only; `best` writes what the final line names, with its flag and figure."""
+    from tests.conftest import ROOT
+
+    db = tmp_path / "r.db"
+    db.write_bytes((ROOT / "tests/data/traces/h100_tiled_killed_resumed.db").read_bytes())
+    r = CliRunner().invoke(cli, ["best", "1", "-o", "-", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    assert "edits from the seed: pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]; flag -use_fast_math" in r.output
+    assert "-use_fast_math ..." in r.output and "5.25x (79.49 ms -> 15.14 ms, timed interleaved" in r.output

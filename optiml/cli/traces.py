@@ -63,7 +63,8 @@ def best(run_id: int, db_path: Path, output: Path | None, print_flags: bool) -> 
         if node is None:
             raise UserError(f"run {run_id} has no verified candidate yet, so there is no best kernel to write.")
         final = run.get("result") or {}
-        mine = final.get("best_node") == node.id and final.get("status") == "ok"
+        mine = final.get("status") == "ok" and (final.get("best_node") == node.id or (
+            "best_node" not in final and [n.edit for n in store.path_to(node.id)[1:]] == final.get("best_edits")))
         text = kernel_file(store, run_id, node.id, **({k: final.get(k) for k in ("speedup", "seed_ms", "best_ms")}
                                                       if mine else {}))
         flags = node_flags(store, run, node.id)
@@ -83,19 +84,10 @@ def best(run_id: int, db_path: Path, output: Path | None, print_flags: bool) -> 
 
 
 def best_of_run(store, run_id: int):
-    """The kernel `optimize` wrote (the final figure's node) when the run finished, else the best
-    stored node by the search's rule."""
-    from ..app.records import best_node
+    """The kernel `optimize` wrote, or the best so far (see :func:`optiml.traces.kernel_file.written_node`)."""
+    from ..traces.kernel_file import written_node
 
-    final = store.run(run_id).get("result") or {}
-    if isinstance(final.get("best_node"), int):
-        try:
-            node = store.node(final["best_node"])
-        except UserError:
-            node = None
-        if node is not None and node.run_id == run_id:
-            return node
-    return best_node(store, run_id)
+    return written_node(store, run_id)
 
 
 @click.command()
