@@ -204,6 +204,19 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "optiml" / "build"
 
 
+def _ensure_cache_dir(path: Path) -> None:
+    """Create the build cache folder, or an EnvironmentProblem naming it and $OPTIML_CACHE_DIR."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        usable = path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+        why = "not writable"
+    except OSError as e:        # a file in the way (/dev/null), no permission, a read-only file system
+        usable, why = False, e.strerror or str(e)
+    if not usable:
+        raise EnvironmentProblem(f"the build cache folder {path} cannot be created or written ({why}); "
+                                 f"set OPTIML_CACHE_DIR to a writable folder.")
+
+
 # ------------------------------------------------------------------------------- the builder
 
 def build_key(source: str, flags: tuple[str, ...], arch: str, nvcc: str, include_dir: Path | None = None,
@@ -347,6 +360,7 @@ class NvccBuilder:
     def __init__(self, arch: str, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.arch = normalize_arch(arch)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        _ensure_cache_dir(self.cache_dir)
         self.timeout_s = timeout_s
         self._locks = KeyLocks()     # one build of a key at a time (builds run in threads)
 
@@ -370,9 +384,13 @@ class NvccBuilder:
         hit = read_cached(d)
         if hit is not None:
             return hit
-        d.mkdir(parents=True, exist_ok=True)
         src = d / (Path(name).name if name.endswith(".cu") else "kernel.cu")
-        src.write_text(source)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            src.write_text(source)
+        except OSError as e:
+            raise EnvironmentProblem(f"the build cache folder {self.cache_dir} cannot be written ({e.strerror or e}); "
+                                     f"set OPTIML_CACHE_DIR to a writable folder.") from None
         cubin = d / "kernel.cubin"
         cmd = [nvcc_path(), "-cubin", f"-arch={self.arch}", "-Xptxas", "-v", *flags]
         if include_dir is not None:

@@ -26,9 +26,14 @@ def init(kernel: Path, entry: str | None, output: Path | None, force: bool) -> N
 
     text = draft_spec(read_kernel(kernel), kernel, entry)
     out = output or kernel.with_suffix(".toml")
+    if out.is_dir():
+        raise UserError(f"{out}: is a folder; give -o the spec file's name, e.g. -o {out / kernel.with_suffix('.toml').name}.")
     if out.exists() and not force:
         raise UserError(f"{out}: already exists; pass --force to overwrite it.")
-    out.write_text(text)
+    try:
+        out.write_text(text)
+    except OSError as e:        # no such folder, no permission, a read-only file system
+        raise UserError(f"{out}: cannot write the spec ({e.strerror or e}); choose another place with -o.") from None
     todos = sum("TODO" in line for line in text.splitlines())
     click.echo(f"wrote {out} ({todos} TODO line(s) to check), then run: optiml eval {kernel}")
 

@@ -1,0 +1,72 @@
+"""Issue 17, a newcomer's first hour: every mistake is one sentence (exit 1, no traceback)."""
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from optiml.cli import main
+from tests.conftest import EXAMPLES, assert_one_sentence_error
+
+TRANSPOSE = EXAMPLES / "transpose_naive" / "transpose_naive.cu"
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(main, list(map(str, args)), env=env)
+
+
+def copy_example(tmp_path, name="transpose_naive"):
+    for f in (EXAMPLES / name).iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    return tmp_path / f"{name}.cu"
+
+
+# ------------------------------------------------------------------ 1. no tracebacks
+
+
+def test_build_with_a_cache_dir_that_is_a_file_says_so(tmp_path):
+    r = run("build", TRANSPOSE, "--arch", "sm_90", env={"OPTIML_CACHE_DIR": "/dev/null"})
+    assert_one_sentence_error(r, "/dev/null", "OPTIML_CACHE_DIR")
+
+
+def test_build_with_a_cache_dir_that_cannot_be_created_says_so(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = run("build", TRANSPOSE, "--arch", "sm_90", env={"OPTIML_CACHE_DIR": str(blocker / "cache")})
+    assert_one_sentence_error(r, str(blocker / "cache"), "OPTIML_CACHE_DIR")
+
+
+def test_init_into_a_missing_folder_says_so(tmp_path):
+    r = run("init", TRANSPOSE, "-o", tmp_path / "nonexistent" / "x.toml")
+    assert_one_sentence_error(r, "x.toml", "cannot write")
+
+
+def test_init_onto_a_folder_says_so_even_with_force(tmp_path):
+    (tmp_path / "d").mkdir()
+    r = run("init", TRANSPOSE, "-o", tmp_path / "d", "--force")
+    assert_one_sentence_error(r, "is a folder")
+
+
+def test_init_in_a_read_only_folder_says_so(tmp_path):
+    k = copy_example(tmp_path)
+    (tmp_path / "transpose_naive.toml").unlink()
+    tmp_path.chmod(0o555)
+    try:
+        if os.access(tmp_path, os.W_OK):
+            pytest.skip("running as root: a read-only folder is writable anyway")
+        r = run("init", k)
+        assert_one_sentence_error(r, "cannot write")
+    finally:
+        tmp_path.chmod(0o755)
+
+
+def test_init_that_may_not_write_says_so(tmp_path, monkeypatch):
+    """The read-only folder as root sees it: the write is refused (PermissionError)."""
+    from pathlib import Path
+
+    def refuse(self, *a, **k):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    r = run("init", TRANSPOSE, "-o", tmp_path / "x.toml")
+    assert_one_sentence_error(r, "x.toml", "Permission denied")
