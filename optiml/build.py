@@ -172,18 +172,36 @@ def nvcc_version() -> str:
 
 
 def detect_arch() -> str:
-    """``sm_XY`` of GPU 0 (through nvidia-smi), or an EnvironmentProblem telling the user to pass --arch."""
-    from .gpus import compute_capability
+    """``sm_XY`` of GPU 0 (through nvidia-smi), or the no-GPU UserError that tells the user to pass --arch."""
+    from .gpus import compute_capability, no_gpu_error
 
     arch = compute_capability()
     if arch:
         return arch
-    raise EnvironmentProblem("no GPU was found (nvidia-smi gave no compute capability); pass --arch, e.g. --arch sm_90, to build without one.")
+    raise no_gpu_error()
 
 
 def resolve_arch(arch: str | None) -> str:
-    """``--arch`` normalised, or the GPU's own."""
-    return normalize_arch(arch) if arch else detect_arch()
+    """``--arch`` normalised and known to this nvcc, or the GPU's own."""
+    if not arch:
+        return detect_arch()
+    a = normalize_arch(arch)
+    known = nvcc_archs()
+    base = re.sub(r"[af]$", "", a)
+    if known and base not in known:
+        raise EnvironmentProblem(f"--arch {arch}: this nvcc ({nvcc_version()}) does not know the GPU architecture {a} "
+                                 f"(it knows {', '.join(known)}).")
+    return a
+
+
+@lru_cache(maxsize=1)
+def nvcc_archs() -> tuple[str, ...]:
+    """The ``sm_XY`` architectures nvcc can build for (``nvcc --list-gpu-code``; () if it cannot say)."""
+    try:
+        out = subprocess.run([nvcc_path(), "--list-gpu-code"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(sorted(set(re.findall(r"\bsm_\d+\b", out)), key=lambda a: int(a[3:])))
 
 
 def normalize_arch(arch: str) -> str:

@@ -70,3 +70,57 @@ def test_init_that_may_not_write_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "write_text", refuse)
     r = run("init", TRANSPOSE, "-o", tmp_path / "x.toml")
     assert_one_sentence_error(r, "x.toml", "Permission denied")
+
+
+# ------------------------------------------------------------------ 3. wrong or inconsistent answers
+
+
+def test_an_unreadable_kernel_is_one_sentence(tmp_path, monkeypatch):
+    k = copy_example(tmp_path)
+    from pathlib import Path
+
+    real = Path.read_text
+
+    def refuse(self, *a, **kw):
+        if self.name == k.name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", refuse)
+    r = run("build", k, "--arch", "sm_90")
+    assert_one_sentence_error(r, k.name, "cannot read the kernel", "Permission denied")
+
+
+def test_a_chmod_000_kernel_is_one_sentence(tmp_path):
+    k = copy_example(tmp_path)
+    k.chmod(0)
+    try:
+        if os.access(k, os.R_OK):
+            pytest.skip("running as root: a chmod 000 file is readable anyway")
+        assert_one_sentence_error(run("build", k, "--arch", "sm_90"), "cannot read the kernel")
+    finally:
+        k.chmod(0o644)
+
+
+def test_a_folder_given_as_the_kernel_is_called_a_folder():
+    assert_one_sentence_error(run("build", TRANSPOSE.parent, "--arch", "sm_90"), "is a folder")
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan"])
+@pytest.mark.parametrize("command", ["build", "eval", "profile", "optimize"])
+def test_a_timeout_that_is_not_positive_is_refused(command, value):
+    r = run(command, TRANSPOSE, "--arch", "sm_90", "--timeout", value)
+    assert_one_sentence_error(r, "--timeout must be a positive number")
+
+
+def test_an_architecture_nvcc_does_not_know_is_an_arch_error(tmp_path):
+    r = run("build", TRANSPOSE, "--arch", "sm_999", env={"OPTIML_CACHE_DIR": str(tmp_path)})
+    assert_one_sentence_error(r, "--arch sm_999", "does not know")
+
+
+def test_build_and_eval_say_the_same_sentence_without_a_gpu(tmp_path):
+    env = {"PATH": str(tmp_path), "OPTIML_CACHE_DIR": str(tmp_path)}   # no nvidia-smi on it
+    b, e = run("build", TRANSPOSE, env=env), run("eval", TRANSPOSE, env=env)
+    assert_one_sentence_error(b, "no GPU was found", "--arch")
+    assert_one_sentence_error(e, "no GPU was found", "--arch")
+    assert b.output == e.output

@@ -356,12 +356,16 @@ def _init(a: _Reader, data, dtype: str) -> Init:
 
 def read_kernel(path: Path) -> str:
     """A kernel file's text, or a UserError naming it."""
-    if not path.is_file():
-        raise UserError(f"{path}: kernel file not found.")
     try:
+        if path.is_dir():
+            raise UserError(f"{path}: is a folder; give the kernel's .cu file.")
+        if not path.is_file():
+            raise UserError(f"{path}: kernel file not found.")
         return path.read_text()
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file.") from None
+    except (OSError, ValueError) as e:      # no permission, a name too long, a NUL in the path
+        raise UserError(f"{path}: cannot read the kernel ({getattr(e, 'strerror', None) or e}).") from None
 
 
 def load_task(kernel: Path, spec_path: Path | None = None) -> tuple[str, TaskSpec]:
