@@ -55,6 +55,11 @@ class BuildResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    def instantiations(self, entry: str) -> list[str]:
+        """The cubin's symbols whose plain name is ``entry``: none for a template the source never
+        instantiates, several for a template instantiated more than once."""
+        return [s for s in self.resources if plain_name(s) == entry]
+
     def entry_resources(self, entry: str) -> Resources | None:
         sym = self.symbols.get(entry)
         return self.resources.get(sym) if sym else None
@@ -76,6 +81,8 @@ class BuildResult:
     def from_dict(cls, d: dict) -> "BuildResult":
         d = dict(d)
         d["resources"] = {k: Resources(**v) for k, v in d.get("resources", {}).items()}
+        if d.get("status") == "ok":         # a cache entry written before ambiguous names were left out
+            d["symbols"] = entry_symbols(d["resources"])
         return cls(**d)
 
 
@@ -126,6 +133,15 @@ def parse_ptxas(log: str) -> dict[str, Resources]:
     return out
 
 
+def entry_symbols(resources: dict[str, Resources]) -> dict[str, str]:
+    """``{plain kernel name: symbol}`` for the names that stand for one symbol: a template kernel
+    instantiated twice has no entry here (which one to run is not the builder's guess)."""
+    by_name: dict[str, list[str]] = {}
+    for s in resources:
+        by_name.setdefault(plain_name(s), []).append(s)
+    return {name: syms[0] for name, syms in by_name.items() if len(syms) == 1}
+
+
 def plain_name(symbol: str) -> str:
     """The unqualified function name of a (possibly Itanium-mangled) kernel symbol."""
     if not symbol.startswith("_Z"):
@@ -145,6 +161,21 @@ def plain_name(symbol: str) -> str:
         if s.startswith("I"):  # template args of a nested name: stop at the function name
             break
     return name
+
+
+def demangle(symbol: str) -> str:
+    """A symbol as C++ spells it (through cu++filt or c++filt), or the symbol itself."""
+    for tool in ("cu++filt", "c++filt"):
+        exe = shutil.which(tool)
+        if exe is None:
+            continue
+        try:
+            out = subprocess.run([exe, symbol], capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out:
+            return out
+    return symbol
 
 
 # ------------------------------------------------------------------------------- environment
@@ -423,7 +454,7 @@ class NvccBuilder:
                              cubin_path=str(cubin) if status == "ok" else None)
         if status == "ok":
             result.resources = parse_ptxas(log)
-            result.symbols = {plain_name(s): s for s in result.resources}
+            result.symbols = entry_symbols(result.resources)
         if status != "timeout":  # a timeout may be load-dependent: do not cache it
             tmp = meta.with_suffix(".tmp")
             tmp.write_text(json.dumps(result.to_dict()))

@@ -124,3 +124,59 @@ def test_build_and_eval_say_the_same_sentence_without_a_gpu(tmp_path):
     assert_one_sentence_error(b, "no GPU was found", "--arch")
     assert_one_sentence_error(e, "no GPU was found", "--arch")
     assert b.output == e.output
+
+
+TEMPLATE = """
+template <typename T>
+__global__ void fill(T* x, int n) { if (threadIdx.x < n) x[threadIdx.x] = T(1); }
+"""
+
+
+def _init_then(tmp_path, name, source, *build):
+    k = tmp_path / f"{name}.cu"
+    k.write_text(source)
+    assert run("init", k).exit_code == 0
+    return run("build", k, "--arch", "sm_90", *build, env={"OPTIML_CACHE_DIR": str(tmp_path / "cache")})
+
+
+def test_a_template_entry_never_instantiated_is_said_so(tmp_path):
+    r = _init_then(tmp_path, "t0", TEMPLATE)
+    assert_one_sentence_error(r, "'fill' is a template that the source never instantiates")
+
+
+def test_a_template_entry_instantiated_twice_is_refused_naming_both(tmp_path):
+    src = TEMPLATE + ("template __global__ void fill<float>(float*, int);\n"
+                      "template __global__ void fill<int>(int*, int);\n")
+    r = _init_then(tmp_path, "t2", src)
+    assert_one_sentence_error(r, "instantiated 2 times", "fill<float>", "fill<int>")
+
+
+def test_one_instantiation_of_a_template_entry_builds(tmp_path):
+    r = _init_then(tmp_path, "t1", TEMPLATE + "template __global__ void fill<float>(float*, int);\n")
+    assert r.exit_code == 0 and "registers" in r.output, r.output
+
+
+def test_unnamed_parameters_get_distinct_names_and_the_draft_loads(tmp_path):
+    from optiml.source import parse_source
+
+    params = parse_source("__global__ void k(const float*, float*, int) {}").kernels[0].params
+    assert [(p.name, p.is_pointer, p.is_const) for p in params] == [("arg0", True, True), ("arg1", True, False),
+                                                                     ("arg2", False, False)]
+    r = _init_then(tmp_path, "unnamed", "__global__ void k(const float*, float* y, int) {}\n")
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("c_decl, spec_from, spec_to, c_dtype", [
+    ("int* x, int n", 'dtype = "int32"\nrole = "output"', 'dtype = "float32"\nrole = "output"', "int32"),
+    ("float* x, float a", 'dtype = "float32"\nrole = "scalar"', 'dtype = "int32"\nrole = "scalar"', "float32"),
+])
+def test_a_same_size_type_mismatch_is_refused(tmp_path, c_decl, spec_from, spec_to, c_dtype):
+    k = tmp_path / "k.cu"
+    k.write_text(f"__global__ void k({c_decl}) {{ x[0] = 1; }}\n")
+    assert run("init", k).exit_code == 0
+    spec = tmp_path / "k.toml"
+    assert spec_from in spec.read_text()
+    spec.write_text(spec.read_text().replace(spec_from, spec_to))
+    r = run("build", k, "--arch", "sm_90", env={"OPTIML_CACHE_DIR": str(tmp_path / "cache")})
+    wrong = spec_to.split('"')[1]
+    assert_one_sentence_error(r, f"has dtype {wrong}", f"({c_dtype})")
