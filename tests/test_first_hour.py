@@ -136,7 +136,8 @@ def _init_then(tmp_path, name, source, *build):
     k = tmp_path / f"{name}.cu"
     k.write_text(source)
     assert run("init", k).exit_code == 0
-    return run("build", k, "--arch", "sm_90", *build, env={"OPTIML_CACHE_DIR": str(tmp_path / "cache")})
+    # -q: the draft's TODO warning aside
+    return run("-q", "build", k, "--arch", "sm_90", *build, env={"OPTIML_CACHE_DIR": str(tmp_path / "cache")})
 
 
 def test_a_template_entry_never_instantiated_is_said_so(tmp_path):
@@ -180,3 +181,21 @@ def test_a_same_size_type_mismatch_is_refused(tmp_path, c_decl, spec_from, spec_
     r = run("build", k, "--arch", "sm_90", env={"OPTIML_CACHE_DIR": str(tmp_path / "cache")})
     wrong = spec_to.split('"')[1]
     assert_one_sentence_error(r, f"has dtype {wrong}", f"({c_dtype})")
+
+
+# ------------------------------------------------------------------ 4. a spec with TODO lines
+
+
+@pytest.mark.parametrize("command", ["build", "eval", "profile", "optimize"])
+def test_a_spec_still_marked_todo_is_warned_about(tmp_path, command):
+    k = copy_example(tmp_path)
+    assert run("init", k, "--force").exit_code == 0          # the draft: every guess marked TODO
+    r = run(command, k, "--arch", "sm_90", env={"OPTIML_CACHE_DIR": str(tmp_path / "cache"), "PATH": os.environ["PATH"]})
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("WARNING")]
+    assert len(warnings) == 1 and "transpose_naive.toml" in warnings[0] and "still marked TODO" in warnings[0], r.output
+
+
+def test_a_finished_spec_is_not_warned_about(tmp_path):
+    k = copy_example(tmp_path)
+    r = run("build", k, "--arch", "sm_90", env={"OPTIML_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.exit_code == 0 and "TODO" not in r.output, r.output
