@@ -1,5 +1,6 @@
 """Issue 17, a newcomer's first hour: every mistake is one sentence (exit 1, no traceback)."""
 import os
+import re
 import shutil
 
 import pytest
@@ -199,3 +200,34 @@ def test_a_finished_spec_is_not_warned_about(tmp_path):
     k = copy_example(tmp_path)
     r = run("build", k, "--arch", "sm_90", env={"OPTIML_CACHE_DIR": str(tmp_path / "cache")})
     assert r.exit_code == 0 and "TODO" not in r.output, r.output
+
+
+# ------------------------------------------------------------------ 5. optiml doctor
+
+
+def test_doctor_reports_each_tool_on_this_machine(tmp_path):
+    """nvcc is here and no GPU is (as on CI): every line says ok or missing, exit 0; the key is never shown."""
+    import shutil as sh
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nvcc").symlink_to(sh.which("nvcc"))          # nvcc, and no nvidia-smi, ncu or compute-sanitizer
+    env = {"PATH": str(bindir), "OPTIML_NVCC": None, "OPTIML_COMPUTE_SANITIZER": None,
+           "OPTIML_LLM_API_KEY": "sk-very-secret", "OPTIML_LLM_MODEL": "qwen2.5-coder:32b",
+           "OPTIML_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
+    from optiml.build import nvcc_path
+    nvcc_path.cache_clear()
+    try:
+        r = run("doctor", env=env)
+        strict = run("doctor", "--strict", env=env)
+    finally:
+        nvcc_path.cache_clear()
+    assert r.exit_code == 0, r.output
+    lines = {ln.split()[0]: ln for ln in r.output.splitlines()}
+    assert set(lines) == {"nvcc", "ncu", "compute-sanitizer", "pycuda", "torch", "cupy", "GPUs", "LLM"}, r.output
+    assert lines["nvcc"].split()[1] == "ok" and re.search(r"\(\d+\.\d+", lines["nvcc"]), lines["nvcc"]
+    assert lines["GPUs"].split()[1] == "missing" and "--arch" in lines["GPUs"]
+    assert lines["ncu"].split()[1] == "missing" and "install" in lines["ncu"]
+    assert "qwen2.5-coder:32b" in lines["LLM"] and "API key set" in lines["LLM"] and "http://127.0.0.1:9/v1" in lines["LLM"]
+    assert "sk-very-secret" not in r.output
+    assert strict.exit_code == 1 and strict.output == r.output
