@@ -15,13 +15,16 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from optiml.build import NvccBuilder, detect_arch  # noqa: E402
+from optiml.build import NvccBuilder  # noqa: E402
+from optiml.errors import UserError  # noqa: E402
 from optiml.runner import Candidate, Runner  # noqa: E402
 from optiml.source import parse_source  # noqa: E402
-from optiml.spec import find_spec, load_spec  # noqa: E402
+from optiml.spec import find_spec, load_spec, read_kernel  # noqa: E402
 from optiml.verify.harness import SubprocessHarness  # noqa: E402
 from optiml.verify.inputs import make_case, scalar_numpy  # noqa: E402
+from throughput import gpu_arch  # noqa: E402
 
 
 def hand_loop(spec, kernel_src: str, builder: NvccBuilder, reps: int = 30) -> float:
@@ -53,11 +56,14 @@ def hand_loop(spec, kernel_src: str, builder: NvccBuilder, reps: int = 30) -> fl
         ctx.pop()
 
 
-def main(kernel: str) -> None:
+def main(kernel: str, arch: str | None = None) -> None:
     kpath = Path(kernel)
-    src = kpath.read_text()
-    spec = load_spec(find_spec(kpath), kpath, kernel_source=src)
-    builder = NvccBuilder(detect_arch())
+    try:
+        src = read_kernel(kpath)
+        spec = load_spec(find_spec(kpath), kpath, kernel_source=src)
+    except UserError as e:
+        raise SystemExit(f"bench/event_loop_check.py: {e}") from None
+    builder = NvccBuilder(gpu_arch("bench/event_loop_check.py", arch))
     hand = hand_loop(spec, src, builder)
     ev = Runner.sequential(spec, src, builder, SubprocessHarness(), include_dir=kpath.parent).evaluate(Candidate(src, name=kpath.name))
     assert ev.ok, (ev.status, ev.message)
@@ -72,4 +78,6 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kernel", help="the kernel (.cu) with its spec beside it")
-    main(ap.parse_args().kernel)
+    ap.add_argument("--arch", help="GPU architecture to build for, e.g. sm_90 (default: the GPU's)")
+    args = ap.parse_args()
+    main(args.kernel, args.arch)

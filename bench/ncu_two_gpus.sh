@@ -4,8 +4,23 @@
 # the GPU-held time per launch and the CPU time of ncu and its child. Each ncu has its own
 # lock-file directory (TMPDIR). (CUDA_VISIBLE_DEVICES per ncu, measured on two H200s, changed
 # nothing: 0.79-0.81 s per launch together either way, 0.43-0.45 alone.)
-#   [EX=reduce_sum] bash bench/ncu_two_gpus.sh [K] [GROUP ...]   (groups of bench/eval_probe.py; default full)
+#   [EX=reduce_sum] bash bench/ncu_two_gpus.sh [--arch sm_90] [K] [GROUP ...]   (groups of bench/eval_probe.py; default full)
 set -u
+case "${1:-}" in
+  -h|--help) echo "usage: [EX=reduce_sum] bash bench/ncu_two_gpus.sh [--arch sm_90] [K] [GROUP ...]"
+             sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --arch) [ $# -ge 2 ] || { echo "bench/ncu_two_gpus.sh: --arch needs a value, e.g. --arch sm_90." >&2; exit 1; }
+          export OPTIML_ARCH=$2; shift 2 ;;
+  --arch=*) export OPTIML_ARCH=${1#--arch=}; shift ;;
+esac
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "bench/ncu_two_gpus.sh: no GPU was found (nvidia-smi is not on PATH); it profiles with ncu on two CUDA GPUs (--arch only picks what nvcc builds for), so run it on a machine with two." >&2
+  exit 1
+fi
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -lt 2 ]; then
+  echo "bench/ncu_two_gpus.sh: nvidia-smi lists fewer than two GPUs; it profiles with ncu on GPU 0 and GPU 1 together, so run it on a machine with two." >&2
+  exit 1
+fi
 K=${1:-16}
 shift || true
 P="python3 bench/eval_probe.py --skip-phases --example ${EX:-transpose_naive} --k $K"

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import EXAMPLES, run_example  # noqa: E402
+from throughput import EXAMPLES, gpu_arch, run_example  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -31,7 +31,9 @@ def main(argv=None) -> int:
     ap.add_argument("--example", action="append")
     ap.add_argument("--profile", action="store_true", help="profile every candidate with ncu (default: not)")
     ap.add_argument("--gpus", default="0")
+    ap.add_argument("--arch", help="GPU architecture to build for, e.g. sm_90 (default: the GPU's)")
     a = ap.parse_args(argv)
+    arch = gpu_arch("bench/quality.py", a.arch)
     from loguru import logger
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
@@ -43,7 +45,7 @@ def main(argv=None) -> int:
         best: dict[int, list[float]] = {p: [] for p in settings}
         for seed in seeds:
             for p in settings:
-                r = run_example(name, a.budget, seed, a.profile, gpus, p, False)
+                r = run_example(name, a.budget, seed, a.profile, gpus, p, False, arch)
                 best[p].append(r["best_speedup"] or 0.0)
                 print("JSON " + json.dumps({"example": name, "seed": seed, "parallel": p, "budget": a.budget,
                                             "best_speedup": r["best_speedup"], "best_path": r["best_path"],

@@ -71,8 +71,27 @@ def union(intervals) -> float:
     return total
 
 
+def gpu_arch(script: str, arch: str | None) -> str:
+    """``--arch`` (checked against nvcc) or the GPU's, after making sure a GPU is here: a
+    SystemExit with one sentence otherwise (these scripts time kernels, so --arch alone is not enough)."""
+    sys.path.insert(0, str(ROOT))
+    from optiml.build import detect_arch, resolve_arch
+    from optiml.errors import UserError
+    from optiml.gpus import gpu_available, smi
+
+    try:
+        chosen = resolve_arch(arch) if arch else None
+        if not gpu_available():
+            why = "nvidia-smi is not on PATH" if not smi("-L") else "pycuda is not installed"
+            raise UserError(f"no GPU was found ({why}); it runs kernels on a CUDA GPU (--arch only picks what nvcc "
+                            f"builds for), so run it on a GPU machine")
+        return chosen or detect_arch()
+    except UserError as e:
+        raise SystemExit(f"{script}: {str(e).rstrip('.')}.") from None
+
+
 def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int], parallel: int,
-                sequential: bool) -> dict:
+                sequential: bool, arch: str | None = None) -> dict:
     from optiml.build import NvccBuilder, detect_arch
     from optiml.edits.rules import RulesProposer
     from optiml.profiler.ncu import NcuProfiler
@@ -89,7 +108,7 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
     source = kernel.read_text()
     spec = load_spec(find_spec(kernel), kernel, kernel_source=source)
     with tempfile.TemporaryDirectory(prefix="optiml-bench-") as tmp:
-        builder = NvccBuilder(detect_arch(), cache_dir=Path(tmp) / "cache")
+        builder = NvccBuilder(arch or detect_arch(), cache_dir=Path(tmp) / "cache")
         profiler = NcuProfiler() if profile else None
         t_build = Timed(builder, "build")
         t_prof = Timed(profiler, "profile_batch") if profiler else None
@@ -204,10 +223,12 @@ def main(argv=None) -> int:
                                                                  if p.is_dir()))
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--gpus", default="0", help="GPU ordinals, e.g. 0,1")
+    ap.add_argument("--arch", help="GPU architecture to build for, e.g. sm_90 (default: the GPU's)")
     ap.add_argument("--parallel", type=int, help="candidates in flight (default 16 per GPU)")
     ap.add_argument("--sequential", action="store_true",
                     help="one candidate at a time, a new GPU child and ncu process per candidate (the old pipeline)")
     args = ap.parse_args(argv)
+    arch = gpu_arch("bench/throughput.py", args.arch)
     gpus = [int(g) for g in args.gpus.split(",")]
     from loguru import logger
     logger.remove()
@@ -215,7 +236,7 @@ def main(argv=None) -> int:
     logger.enable("optiml")
     for name in args.example or EXAMPLES:
         r = run_example(name, args.budget, args.seed, not args.no_profile, gpus, args.parallel or 16 * len(gpus),
-                        args.sequential)
+                        args.sequential, arch)
         print(table(r), flush=True)
         print("JSON " + json.dumps(r), flush=True)
     return 0

@@ -55,6 +55,11 @@ class BuildResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    def instantiations(self, entry: str) -> list[str]:
+        """The cubin's symbols whose plain name is ``entry``: none for a template the source never
+        instantiates, several for a template instantiated more than once."""
+        return [s for s in self.resources if plain_name(s) == entry]
+
     def entry_resources(self, entry: str) -> Resources | None:
         sym = self.symbols.get(entry)
         return self.resources.get(sym) if sym else None
@@ -76,6 +81,8 @@ class BuildResult:
     def from_dict(cls, d: dict) -> "BuildResult":
         d = dict(d)
         d["resources"] = {k: Resources(**v) for k, v in d.get("resources", {}).items()}
+        if d.get("status") == "ok":         # a cache entry written before ambiguous names were left out
+            d["symbols"] = entry_symbols(d["resources"])
         return cls(**d)
 
 
@@ -126,6 +133,15 @@ def parse_ptxas(log: str) -> dict[str, Resources]:
     return out
 
 
+def entry_symbols(resources: dict[str, Resources]) -> dict[str, str]:
+    """``{plain kernel name: symbol}`` for the names that stand for one symbol: a template kernel
+    instantiated twice has no entry here (which one to run is not the builder's guess)."""
+    by_name: dict[str, list[str]] = {}
+    for s in resources:
+        by_name.setdefault(plain_name(s), []).append(s)
+    return {name: syms[0] for name, syms in by_name.items() if len(syms) == 1}
+
+
 def plain_name(symbol: str) -> str:
     """The unqualified function name of a (possibly Itanium-mangled) kernel symbol."""
     if not symbol.startswith("_Z"):
@@ -145,6 +161,21 @@ def plain_name(symbol: str) -> str:
         if s.startswith("I"):  # template args of a nested name: stop at the function name
             break
     return name
+
+
+def demangle(symbol: str) -> str:
+    """A symbol as C++ spells it (through cu++filt or c++filt), or the symbol itself."""
+    for tool in ("cu++filt", "c++filt"):
+        exe = shutil.which(tool)
+        if exe is None:
+            continue
+        try:
+            out = subprocess.run([exe, symbol], capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out:
+            return out
+    return symbol
 
 
 # ------------------------------------------------------------------------------- environment
@@ -172,18 +203,36 @@ def nvcc_version() -> str:
 
 
 def detect_arch() -> str:
-    """``sm_XY`` of GPU 0 (through nvidia-smi), or an EnvironmentProblem telling the user to pass --arch."""
-    from .gpus import compute_capability
+    """``sm_XY`` of GPU 0 (through nvidia-smi), or the no-GPU UserError that tells the user to pass --arch."""
+    from .gpus import compute_capability, no_gpu_error
 
     arch = compute_capability()
     if arch:
         return arch
-    raise EnvironmentProblem("no GPU was found (nvidia-smi gave no compute capability); pass --arch, e.g. --arch sm_90, to build without one.")
+    raise no_gpu_error()
 
 
 def resolve_arch(arch: str | None) -> str:
-    """``--arch`` normalised, or the GPU's own."""
-    return normalize_arch(arch) if arch else detect_arch()
+    """``--arch`` normalised and known to this nvcc, or the GPU's own."""
+    if not arch:
+        return detect_arch()
+    a = normalize_arch(arch)
+    known = nvcc_archs()
+    base = re.sub(r"[af]$", "", a)
+    if known and base not in known:
+        raise EnvironmentProblem(f"--arch {arch}: this nvcc ({nvcc_version()}) does not know the GPU architecture {a} "
+                                 f"(it knows {', '.join(known)}).")
+    return a
+
+
+@lru_cache(maxsize=1)
+def nvcc_archs() -> tuple[str, ...]:
+    """The ``sm_XY`` architectures nvcc can build for (``nvcc --list-gpu-code``; () if it cannot say)."""
+    try:
+        out = subprocess.run([nvcc_path(), "--list-gpu-code"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(sorted(set(re.findall(r"\bsm_\d+\b", out)), key=lambda a: int(a[3:])))
 
 
 def normalize_arch(arch: str) -> str:
@@ -202,6 +251,19 @@ def default_cache_dir() -> Path:
     if env:
         return Path(env)
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "optiml" / "build"
+
+
+def _ensure_cache_dir(path: Path) -> None:
+    """Create the build cache folder, or an EnvironmentProblem naming it and $OPTIML_CACHE_DIR."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        usable = path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+        why = "not writable"
+    except OSError as e:        # a file in the way (/dev/null), no permission, a read-only file system
+        usable, why = False, e.strerror or str(e)
+    if not usable:
+        raise EnvironmentProblem(f"the build cache folder {path} cannot be created or written ({why}); "
+                                 f"set OPTIML_CACHE_DIR to a writable folder.")
 
 
 # ------------------------------------------------------------------------------- the builder
@@ -347,6 +409,7 @@ class NvccBuilder:
     def __init__(self, arch: str, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.arch = normalize_arch(arch)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        _ensure_cache_dir(self.cache_dir)
         self.timeout_s = timeout_s
         self._locks = KeyLocks()     # one build of a key at a time (builds run in threads)
 
@@ -370,9 +433,13 @@ class NvccBuilder:
         hit = read_cached(d)
         if hit is not None:
             return hit
-        d.mkdir(parents=True, exist_ok=True)
         src = d / (Path(name).name if name.endswith(".cu") else "kernel.cu")
-        src.write_text(source)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            src.write_text(source)
+        except OSError as e:
+            raise EnvironmentProblem(f"the build cache folder {self.cache_dir} cannot be written ({e.strerror or e}); "
+                                     f"set OPTIML_CACHE_DIR to a writable folder.") from None
         cubin = d / "kernel.cubin"
         cmd = [nvcc_path(), "-cubin", f"-arch={self.arch}", "-Xptxas", "-v", *flags]
         if include_dir is not None:
@@ -387,7 +454,7 @@ class NvccBuilder:
                              cubin_path=str(cubin) if status == "ok" else None)
         if status == "ok":
             result.resources = parse_ptxas(log)
-            result.symbols = {plain_name(s): s for s in result.resources}
+            result.symbols = entry_symbols(result.resources)
         if status != "timeout":  # a timeout may be load-dependent: do not cache it
             tmp = meta.with_suffix(".tmp")
             tmp.write_text(json.dumps(result.to_dict()))

@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 
-from .errors import UserError
+from .errors import EnvironmentProblem, UserError
 
 
 def smi(*args: str) -> str:
@@ -86,10 +86,18 @@ def parse_gpus(text: str, visible: list[tuple[int, str]]) -> list[int]:
     return chosen
 
 
+def no_gpu_error(why: str | None = None) -> EnvironmentProblem:
+    """The one sentence every command gives when it finds no GPU (``optiml build`` without --arch
+    included), with why nvidia-smi did not name one."""
+    if why is None:
+        why = "nvidia-smi is not on PATH" if shutil.which("nvidia-smi") is None else "nvidia-smi lists no GPU"
+    return EnvironmentProblem(f"no GPU was found ({why}); `optiml eval`, `profile` and `optimize` run kernels and need a CUDA "
+                     f"GPU, and `optiml build` needs --arch (e.g. --arch sm_90) to compile without one.")
+
+
 def require_gpu(command: str) -> None:
-    """A UserError naming ``optiml COMMAND`` unless a CUDA GPU and pycuda are here."""
+    """A UserError unless a CUDA GPU and pycuda are here (``command``: the optiml command asking)."""
     if shutil.which("nvidia-smi") is None:
-        raise UserError(f"no GPU was found (nvidia-smi is not on PATH); `optiml {command}` runs kernels and needs a "
-                        f"CUDA GPU (`optiml build` checks compilation without one).")
+        raise no_gpu_error()
     if importlib.util.find_spec("pycuda") is None:
         raise UserError("pycuda is not installed; install the gpu extra: pip install 'optiml-kernels[gpu]'.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from . import expr as _expr
@@ -81,14 +81,15 @@ def _param(node) -> Param | None:
     name = ""
     d = decl
     while d is not None:
-        if d.type in ("pointer_declarator", "reference_declarator"):
-            pointer = pointer or d.type == "pointer_declarator"
+        if d.type in ("pointer_declarator", "reference_declarator", "abstract_pointer_declarator",
+                      "abstract_reference_declarator"):
+            pointer = pointer or d.type in ("pointer_declarator", "abstract_pointer_declarator")
             d = d.child_by_field_name("declarator") or next(
-                (c for c in d.children if c.type in ("identifier", "pointer_declarator")), None)
+                (c for c in d.children if c.type in ("identifier", "pointer_declarator", "abstract_pointer_declarator")), None)
         elif d.type == "identifier":
             name = _text(d)
             break
-        elif d.type == "array_declarator":
+        elif d.type in ("array_declarator", "abstract_array_declarator"):
             pointer = True
             d = d.child_by_field_name("declarator")
         else:
@@ -122,7 +123,8 @@ def _kernels(root) -> list[Kernel]:
             if c.type in ("parameter_declaration", "optional_parameter_declaration"):
                 p = _param(c)
                 if p is not None:
-                    params.append(p)
+                    # an unnamed parameter (`float*`) is called by its position, as a spec may name it
+                    params.append(p if p.name else replace(p, name=f"arg{len(params)}"))
         parent = n.parent
         extern_c = False
         templated = False

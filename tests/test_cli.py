@@ -111,7 +111,7 @@ def test_optimize_errors_are_one_sentence(tmp_path, monkeypatch):
     assert_one_sentence_error(run("optimize", "--resume", 1, "--db", db, "--spec", changed), "changed since run 1 started")
     assert_one_sentence_error(run("optimize", "--resume", 1, "--db", db, "--spec", spec,
                                   EXAMPLES / "sgemm_tiled_conflicts" / "sgemm_tiled_conflicts.cu"), "no GPU was found",
-                              "`optiml optimize` runs kernels")
+                              "`optimize` run kernels")
 
 
 def test_optimize_into_an_unwritable_or_foreign_database_says_so(tmp_path):

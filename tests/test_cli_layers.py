@@ -39,7 +39,7 @@ def test_run_optimize_raises_the_sentences_the_command_prints(tmp_path, monkeypa
     assert attempt(parallel=0) == "--parallel must be at least 1, not 0."
     kernel = EXAMPLES / "sgemm_naive" / "sgemm_naive.cu"
     assert attempt(kernel=kernel, seed_kernels=(tmp_path / "nope.cu",)) == f"{tmp_path / 'nope.cu'}: kernel file not found."
-    assert attempt(kernel=kernel).startswith("no GPU was found (nvidia-smi is not on PATH); `optiml optimize` runs")
+    assert attempt(kernel=kernel).startswith("no GPU was found (nvidia-smi is not on PATH); `optiml eval`, `profile` and `optimize` run")
     assert not (tmp_path / "t.db").exists()          # refused before a run was recorded: no empty database left
     db = tmp_path / "old.db"
     db.write_bytes((ROOT / "tests/data/traces/recorded_h200_runs.db").read_bytes())

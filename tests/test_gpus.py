@@ -76,10 +76,10 @@ def test_without_nvidia_smi_there_is_no_gpu(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PATH", str(tmp_path))
     assert gpu_facts() == (None, None) and visible_gpus() == [] and not gpu_available()
-    with pytest.raises(EnvironmentProblem, match="pass --arch"):
+    with pytest.raises(EnvironmentProblem, match="needs --arch"):
         detect_arch()
     assert resolve_arch("sm_90") == "sm_90"        # `optiml build --arch` needs no GPU
-    with pytest.raises(UserError, match=r"no GPU was found \(nvidia-smi is not on PATH\); `optiml eval` runs kernels"):
+    with pytest.raises(UserError, match=r"no GPU was found \(nvidia-smi is not on PATH\); `optiml eval`, `profile` and `optimize` run kernels"):
         require_gpu("eval")
 
 

@@ -42,7 +42,7 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     logger.enable("optiml")
 
 
-from . import kernel, optimize, traces  # noqa: E402  (heavy imports are lazy inside each command)
+from . import doctor, kernel, optimize, traces  # noqa: E402  (heavy imports are lazy inside each command)
 
-for _cmd in (kernel.init, kernel.build, kernel.eval_, kernel.profile, *traces.COMMANDS, optimize.optimize):
+for _cmd in (kernel.init, kernel.build, kernel.eval_, kernel.profile, *traces.COMMANDS, optimize.optimize, doctor.doctor):
     main.add_command(_cmd)

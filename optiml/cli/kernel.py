@@ -26,9 +26,14 @@ def init(kernel: Path, entry: str | None, output: Path | None, force: bool) -> N
 
     text = draft_spec(read_kernel(kernel), kernel, entry)
     out = output or kernel.with_suffix(".toml")
+    if out.is_dir():
+        raise UserError(f"{out}: is a folder; give -o the spec file's name, e.g. -o {out / kernel.with_suffix('.toml').name}.")
     if out.exists() and not force:
         raise UserError(f"{out}: already exists; pass --force to overwrite it.")
-    out.write_text(text)
+    try:
+        out.write_text(text)
+    except OSError as e:        # no such folder, no permission, a read-only file system
+        raise UserError(f"{out}: cannot write the spec ({e.strerror or e}); choose another place with -o.") from None
     todos = sum("TODO" in line for line in text.splitlines())
     click.echo(f"wrote {out} ({todos} TODO line(s) to check), then run: optiml eval {kernel}")
 
@@ -49,6 +54,8 @@ def build(kernel: Path, spec_path: Path | None, arch: str | None, timeout: float
     source, spec = load_task(kernel, spec_path)
     builder = NvccBuilder(resolve_arch(arch), timeout_s=timeout)
     result = builder.build(source, spec.nvcc_flags, include_dir=kernel.resolve().parent, name=kernel.name)
+    if result.ok:
+        _check_entry_built(result, spec, source, kernel)
     res = result.entry_resources(spec.entry)
     if as_json:
         click.echo(json.dumps({"status": result.status, "arch": result.arch, "entry": spec.entry,
@@ -60,6 +67,26 @@ def build(kernel: Path, spec_path: Path | None, arch: str | None, timeout: float
             click.echo(result.log.rstrip())
     if not result.ok:
         sys.exit(EXIT_CANDIDATE_FAILED)
+
+
+def _check_entry_built(result, spec, source: str, kernel: Path) -> None:
+    """A UserError unless the cubin holds exactly one function for the spec's entry."""
+    from ..build import demangle
+    from ..source import parse_source
+
+    found = result.instantiations(spec.entry)
+    if len(found) == 1:
+        return
+    kern = parse_source(source).kernel(spec.entry)
+    if not found:
+        if kern is not None and kern.templated:
+            raise UserError(f"{kernel}: the entry {spec.entry!r} is a template that the source never instantiates, so the "
+                            f"build holds no code for it; add an explicit instantiation such as "
+                            f"`template __global__ void {spec.entry}<float>(...);`.")
+        raise UserError(f"{kernel}: the build holds no code for the entry {spec.entry!r} (it has: "
+                        f"{', '.join(demangle(s) for s in result.resources) or 'none'}).")
+    raise UserError(f"{kernel}: the template entry {spec.entry!r} is instantiated {len(found)} times "
+                    f"({'; '.join(demangle(s) for s in found)}), and optiml runs one; keep a single instantiation.")
 
 
 def _build_line(result, res) -> str:

@@ -18,7 +18,17 @@ db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path
 
 
 def timeout_option(default: float, what: str):
-    return click.option("--timeout", default=default, show_default=True, help=f"Seconds before {what}.")
+    return click.option("--timeout", type=float, default=default, show_default=True, callback=positive_timeout,
+                        help=f"Seconds before {what}.")
+
+
+def positive_timeout(ctx, param, value):
+    """``--timeout`` must be a positive number of seconds (a UserError: one sentence, exit 1)."""
+    if value is not None and not value > 0:
+        from ..errors import UserError
+
+        raise UserError(f"--timeout must be a positive number of seconds, not {value:g}.")
+    return value
 
 
 def open_store(db_path: Path):

@@ -72,9 +72,12 @@ def check_against_source(spec: TaskSpec, info: SourceInfo, kernel_path) -> None:
                 f"make it {want} or fix the order."
             )
         c_dtype = dtype_of_c_type(p.base_type)
-        if c_dtype is not None and c_dtype != arg.dtype and _dt.get(c_dtype).itemsize != _dt.get(arg.dtype).itemsize:
+        if c_dtype is not None and c_dtype != arg.dtype and (
+                _dt.get(c_dtype).itemsize != _dt.get(arg.dtype).itemsize
+                or _dt.get(c_dtype).kind != _dt.get(arg.dtype).kind):   # int* as float32 has the size but not the bits
             raise SpecError(
-                f"{spec.path}: args.{_name(arg.name)} has dtype {arg.dtype} but parameter {p.name!r} of {spec.entry} is {p.type_text}."
+                f"{spec.path}: args.{_name(arg.name)} has dtype {arg.dtype} but parameter {p.name!r} of {spec.entry} is "
+                f"{p.type_text} ({c_dtype}); make the dtype {c_dtype} or fix the order."
             )
         if p.is_pointer and p.is_const and arg.role in ("output", "inout"):
             raise SpecError(f"{spec.path}: args.{_name(arg.name)} has role {arg.role} but parameter {p.name!r} is const ({p.type_text}).")

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from loguru import logger
 
 from .. import dtypes as _dt
 from ..errors import ExprError, SpecError, UserError
@@ -111,7 +114,23 @@ def load_spec(spec_path: Path, kernel_path: Path | None = None, kernel_source: s
             raise SpecError(f"{kernel_path}: cannot read the kernel ({getattr(e, 'strerror', None) or e}).") from None
     if kernel_source is not None:
         check_against_source(spec, parse_source(kernel_source), kernel_path or "kernel")
+    warn_todos(spec_path, text)         # a spec that loads, but still holds guesses
     return spec
+
+
+_TODO = re.compile(r"#\s*TODO\b")
+_warned_todos: set[str] = set()
+
+
+def warn_todos(spec_path: Path, text: str) -> None:
+    """One warning (once a process for each spec) while the spec still has ``# TODO`` lines, as the
+    draft `optiml init` writes does: those values are guesses the user must check."""
+    lines = [i for i, line in enumerate(text.splitlines(), start=1) if _TODO.search(line)]
+    key = str(Path(spec_path).resolve())
+    if lines and key not in _warned_todos:
+        _warned_todos.add(key)
+        logger.warning("{}: {} line(s) still marked TODO (first: line {}); check those guessed values and remove "
+                       "the TODO marks.", spec_path, len(lines), lines[0])
 
 
 def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
@@ -356,12 +375,16 @@ def _init(a: _Reader, data, dtype: str) -> Init:
 
 def read_kernel(path: Path) -> str:
     """A kernel file's text, or a UserError naming it."""
-    if not path.is_file():
-        raise UserError(f"{path}: kernel file not found.")
     try:
+        if path.is_dir():
+            raise UserError(f"{path}: is a folder; give the kernel's .cu file.")
+        if not path.is_file():
+            raise UserError(f"{path}: kernel file not found.")
         return path.read_text()
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file.") from None
+    except (OSError, ValueError) as e:      # no permission, a name too long, a NUL in the path
+        raise UserError(f"{path}: cannot read the kernel ({getattr(e, 'strerror', None) or e}).") from None
 
 
 def load_task(kernel: Path, spec_path: Path | None = None) -> tuple[str, TaskSpec]:
