@@ -86,6 +86,23 @@ class BuildResult:
         return cls(**d)
 
 
+def entry_problem(result: "BuildResult", entry: str, kernel=None) -> str | None:
+    """Why a built cubin cannot run the spec's ``entry`` (None when it holds exactly one function of
+    that name): a template the source never instantiates, or one instantiated several times.
+    ``kernel``: the entry as the source parser saw it (its ``templated``), when known."""
+    found = result.instantiations(entry)
+    if len(found) == 1:
+        return None
+    if not found:
+        if kernel is not None and getattr(kernel, "templated", False):
+            return (f"the entry {entry!r} is a template that the source never instantiates, so the build holds no "
+                    f"code for it; add an explicit instantiation such as `template __global__ void {entry}<float>(...);`.")
+        return (f"the build holds no code for the entry {entry!r} (it has: "
+                f"{', '.join(demangle(s) for s in result.resources) or 'none'}).")
+    return (f"the template entry {entry!r} is instantiated {len(found)} times "
+            f"({'; '.join(demangle(s) for s in found)}), and optiml runs one; keep a single instantiation.")
+
+
 class Builder(Protocol):
     arch: str | None          # the architecture it builds for (None: it does not say)
 

@@ -231,3 +231,21 @@ def test_doctor_reports_each_tool_on_this_machine(tmp_path):
     assert "qwen2.5-coder:32b" in lines["LLM"] and "API key set" in lines["LLM"] and "http://127.0.0.1:9/v1" in lines["LLM"]
     assert "sk-very-secret" not in r.output
     assert strict.exit_code == 1 and strict.output == r.output
+
+
+def test_eval_and_optimize_say_the_same_template_sentence_as_build(tmp_path):
+    """The runner's Preparer (eval, profile, optimize) refuses a template entry instantiated twice
+    with build's sentence, not "the cubin has no entry"."""
+    from optiml.build import NvccBuilder
+    from optiml.runner import Candidate, Preparer
+    from optiml.spec import load_spec
+
+    src = TEMPLATE + ("template __global__ void fill<float>(float*, int);\n"
+                      "template __global__ void fill<int>(int*, int);\n")
+    k = tmp_path / "t2.cu"
+    k.write_text(src)
+    assert run("init", k).exit_code == 0
+    spec = load_spec(tmp_path / "t2.toml" if (tmp_path / "t2.toml").exists() else tmp_path / "kernel.toml", k)
+    prep = Preparer(spec, src, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    kb, ev = prep.build(Candidate(src))
+    assert kb is None and ev.status == "compile_error" and "instantiated 2 times" in ev.message, ev.message

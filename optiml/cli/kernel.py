@@ -71,22 +71,12 @@ def build(kernel: Path, spec_path: Path | None, arch: str | None, timeout: float
 
 def _check_entry_built(result, spec, source: str, kernel: Path) -> None:
     """A UserError unless the cubin holds exactly one function for the spec's entry."""
-    from ..build import demangle
+    from ..build import entry_problem
     from ..source import parse_source
 
-    found = result.instantiations(spec.entry)
-    if len(found) == 1:
-        return
-    kern = parse_source(source).kernel(spec.entry)
-    if not found:
-        if kern is not None and kern.templated:
-            raise UserError(f"{kernel}: the entry {spec.entry!r} is a template that the source never instantiates, so the "
-                            f"build holds no code for it; add an explicit instantiation such as "
-                            f"`template __global__ void {spec.entry}<float>(...);`.")
-        raise UserError(f"{kernel}: the build holds no code for the entry {spec.entry!r} (it has: "
-                        f"{', '.join(demangle(s) for s in result.resources) or 'none'}).")
-    raise UserError(f"{kernel}: the template entry {spec.entry!r} is instantiated {len(found)} times "
-                    f"({'; '.join(demangle(s) for s in found)}), and optiml runs one; keep a single instantiation.")
+    problem = entry_problem(result, spec.entry, parse_source(source).kernel(spec.entry))
+    if problem:
+        raise UserError(f"{kernel}: {problem}")
 
 
 def _build_line(result, res) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from ..build import Builder, own_log
+from ..build import Builder, entry_problem, own_log
 from ..errors import OptimlError, UserError
 from ..source import SourceInfo, parse_source
 from ..spec import Launch, TaskSpec, check_expressions
@@ -85,10 +85,9 @@ class Preparer:
             return None, ev.fail(Status.COMPILE_ERROR, (errs[0] if errs else "nvcc failed") + (
                 f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""))
         symbol = build.symbols.get(self.spec.entry)
-        if symbol is None:
-            return None, ev.fail(Status.COMPILE_ERROR, (
-                f"the cubin has no entry {self.spec.entry!r} (a template kernel needs an explicit "
-                f"instantiation or extern \"C\"); it has: {', '.join(build.symbols) or 'none'}."))
+        problem = entry_problem(build, self.spec.entry, info.kernel(self.spec.entry))
+        if symbol is None or problem:
+            return None, ev.fail(Status.COMPILE_ERROR, problem or f"the cubin has no entry {self.spec.entry!r}.")
         ev.resources = build.resources.get(symbol)
         return KernelBinary(build.cubin_path, symbol, launches, dict(info.constants)), ev
 
