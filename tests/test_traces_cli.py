@@ -109,3 +109,72 @@ def test_user_errors_are_one_line(db, tmp_path):
     assert not (tmp_path / "nope.db").exists()
     assert_one_sentence_error(CliRunner().invoke(cli, ["export", str(ids["run"]), "-o", str(tmp_path / "x.xlsx"),
                                                        "--db", str(path)]), "--format")
+
+
+def _files(folder):
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+def test_viewing_never_writes_the_database(tmp_path):
+    """runs, show, best and export open the database read-only: a database (and its folder) made
+    read-only can be viewed, and viewing leaves its bytes and mtime as they were, with no -wal or
+    -shm file beside it (a tracked fixture stays unchanged in git)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "optiml.db"
+    with TraceStore(path) as store:
+        ids = make_trajectory(store)
+    before = _files(folder)
+    assert list(before) == ["optiml.db"]
+    run = str(ids["run"])
+    out = tmp_path / "export.csv"
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        for args in (["runs"], ["runs", "--json"], ["show", run], ["show", run, "--node", str(ids["padded"])],
+                     ["best", run, "-o", "-"], ["best", run, "--print-flags"], ["export", run, "-o", str(out)]):
+            r = CliRunner().invoke(cli, [*args, "--db", str(path)])
+            assert r.exit_code == 0, (args, r.output)
+            assert _files(folder) == before, args
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+    assert len(pd.read_csv(out)) == 5
+
+
+def test_an_old_schema_is_viewed_after_optiml_upgrade(tmp_path):
+    """tests/data/traces/recorded_h200_runs.db has schema m001: viewing it says, in one sentence,
+    to run `optiml upgrade`, and changes nothing; `optiml upgrade` migrates it once."""
+    from tests.conftest import DATA
+
+    path = tmp_path / "old.db"
+    path.write_bytes((DATA / "traces" / "recorded_h200_runs.db").read_bytes())
+    before = _files(tmp_path)
+    for args in (["runs"], ["show", "1"], ["best", "1", "-o", "-"], ["export", "1", "-o", str(tmp_path / "x.csv")]):
+        assert_one_sentence_error(CliRunner().invoke(cli, [*args, "--db", str(path)]), "optiml upgrade", str(path))
+        assert _files(tmp_path) == before, args
+    r = CliRunner().invoke(cli, ["upgrade", "--db", str(path)])
+    assert r.exit_code == 0 and r.output.strip() == f"{path}: applied m002_resume", r.output
+    r = CliRunner().invoke(cli, ["upgrade", "--db", str(path)])
+    assert r.exit_code == 0 and "already up to date" in r.output, r.output
+    r = CliRunner().invoke(cli, ["runs", "--db", str(path)])
+    assert r.exit_code == 0 and "sgemm_tiled_conflicts" in r.output, r.output
+
+
+def test_viewing_an_empty_file_is_a_user_error(tmp_path):
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    assert_one_sentence_error(CliRunner().invoke(cli, ["runs", "--db", str(path)]), "not an optiml trace database")
+    assert path.read_bytes() == b""
+
+
+def test_viewing_sees_what_a_writer_at_work_committed(tmp_path):
+    """While `optiml optimize` holds the database (its -wal beside it), the viewers read its
+    committed rows through the WAL instead of the main file alone."""
+    path = tmp_path / "optiml.db"
+    with TraceStore(path) as writer:
+        writer.start_run("first")
+        assert (tmp_path / "optiml.db-wal").exists()
+        writer.start_run("second")
+        r = CliRunner().invoke(cli, ["runs", "--db", str(path)])
+        assert r.exit_code == 0 and "first" in r.output and "second" in r.output, r.output

@@ -1,4 +1,4 @@
-"""``optiml runs | show | best | export``: the trace database, read."""
+"""``optiml runs | show | best | export``: the trace database, read (read-only); ``optiml upgrade``: its schema."""
 from __future__ import annotations
 
 import json
@@ -121,4 +121,15 @@ def export(run_id: int, db_path: Path, fmt: str | None, output: Path | None) -> 
     click.echo(f"{output}: {len(df)} candidates, {len(df.columns)} columns")
 
 
-COMMANDS = (runs, show, best, export)
+@click.command()
+@db_option
+def upgrade(db_path: Path) -> None:
+    """Bring the trace database's schema up to date (the viewing commands never change it)."""
+    from ..traces.store import TraceStore
+
+    with TraceStore(db_path, create=False) as store:
+        applied = store.migrated
+    click.echo(f"{db_path}: applied {', '.join(applied)}" if applied else f"{db_path}: already up to date")
+
+
+COMMANDS = (runs, show, best, export, upgrade)
