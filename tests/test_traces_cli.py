@@ -35,9 +35,14 @@ def test_runs_lists_and_json(db):
     r = CliRunner().invoke(cli, ["runs", "--db", str(path)])
     assert r.exit_code == 0, r.output
     assert "transpose" in r.output and "3/8" in r.output and "~2.00x" in r.output   # candidates beyond the seed
+    with TraceStore(path) as store:
+        store.start_run("vadd")
     r = CliRunner().invoke(cli, ["runs", "--json"], env={"OPTIML_DB": str(path)})
-    rows = json.loads(r.output)
-    assert rows[0]["id"] == ids["run"] and rows[0]["best_speedup"] == pytest.approx(2.0)
+    lines = r.output.splitlines()          # JSON Lines, as --help says: one object per run, one per line
+    assert len(lines) == 2 and all(ln.startswith("{") for ln in lines), r.output
+    rows = [json.loads(ln) for ln in lines]
+    assert rows[0]["task"] == "vadd"
+    assert rows[1]["id"] == ids["run"] and rows[1]["best_speedup"] == pytest.approx(2.0)
 
 
 def test_show_path_and_node(db):

@@ -12,7 +12,7 @@ from .options import db_option, open_store as _open
 
 @click.command()
 @db_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, for scripts.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line (JSON Lines), for scripts.")
 def runs(db_path: Path, as_json: bool) -> None:
     """List recorded runs: task, status, candidates evaluated, best speedup, when."""
     from ..traces.report import format_runs
@@ -20,7 +20,8 @@ def runs(db_path: Path, as_json: bool) -> None:
     with _open(db_path) as store:
         rows = store.runs()
     if as_json:
-        click.echo(json.dumps(rows, indent=1))
+        for row in rows:
+            click.echo(json.dumps(row))
     else:
         click.echo(format_runs(rows), nl=False)
 
