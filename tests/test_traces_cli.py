@@ -183,3 +183,46 @@ def test_viewing_sees_what_a_writer_at_work_committed(tmp_path):
         writer.start_run("second")
         r = CliRunner().invoke(cli, ["runs", "--db", str(path)])
         assert r.exit_code == 0 and "first" in r.output and "second" in r.output, r.output
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_export_dash_is_standard_output(db, tmp_path, monkeypatch, fmt):
+    """-o - writes the table to standard output (csv by default, json with --format), never a
+    file named '-'; parquet is binary and refused in one sentence."""
+    import io
+
+    path, ids = db
+    monkeypatch.chdir(tmp_path)
+    args = ["export", str(ids["run"]), "-o", "-", "--db", str(path)] + (["--format", "json"] if fmt == "json" else [])
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "-").exists()
+    df = pd.read_csv(io.StringIO(r.stdout)) if fmt == "csv" else pd.DataFrame(json.loads(r.stdout))
+    assert len(df) == 5 and list(df["node_id"]) == [ids[k] for k in ("seed", "padded", "wrong", "bounded", "pending")]
+    r = CliRunner().invoke(cli, ["export", str(ids["run"]), "-o", "-", "--format", "parquet", "--db", str(path)])
+    assert_one_sentence_error(r, "parquet", "standard output")
+    assert not (tmp_path / "-").exists()
+
+
+def test_run_id_defaults_to_the_latest_run(db, tmp_path, monkeypatch):
+    """show, best and export without RUN_ID take the newest run and say so on standard error."""
+    path, ids = db
+    with TraceStore(path) as store:
+        older = store.start_run("older")
+    with TraceStore(path) as store:              # the trajectory again, now the newest run
+        ids = make_trajectory(store)
+    assert ids["run"] > older
+    note = f"run {ids['run']} (transpose), the latest"
+    r = CliRunner().invoke(cli, ["show", "--db", str(path)])
+    assert r.exit_code == 0 and note in r.stderr, r.output
+    assert r.stdout.startswith(f"run {ids['run']}: transpose") and "step 2:" in r.stdout
+    r = CliRunner().invoke(cli, ["show", "--node", str(ids["padded"]), "--db", str(path)])
+    assert r.exit_code == 0 and f"node {ids['padded']} of run {ids['run']}" in r.output, r.output
+    r = CliRunner().invoke(cli, ["best", "-o", "-", "--db", str(path)])
+    assert r.exit_code == 0 and note in r.stderr and r.stdout.endswith(BOUNDED), r.output
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["export", "--db", str(path)])
+    assert r.exit_code == 0 and note in r.stderr and (tmp_path / f"run-{ids['run']}.csv").exists(), r.output
+    empty = tmp_path / "empty.db"
+    TraceStore(empty).close()
+    assert_one_sentence_error(CliRunner().invoke(cli, ["show", "--db", str(empty)]), "no runs recorded yet")

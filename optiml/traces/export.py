@@ -86,6 +86,18 @@ def export_run(store: TraceStore, run_id: int, path: str | Path, fmt: str | None
     return df
 
 
+def export_text(df: "pd.DataFrame | None", fmt: str) -> str:
+    """``df`` as csv or json (records) text, for standard output; parquet is binary: an error
+    (``df`` None: only check ``fmt``)."""
+    if fmt == "parquet":
+        raise UserError("-o -: parquet is binary and cannot go to standard output; give a file name or --format csv|json.")
+    if fmt not in FORMATS:
+        raise UserError(f"--format: unknown export format {fmt!r} (use one of {', '.join(FORMATS)}).")
+    if df is None:
+        return ""
+    return df.to_csv(index=False) if fmt == "csv" else df.to_json(orient="records", indent=1) + "\n"
+
+
 def read_export(path: str | Path, fmt: str | None = None) -> "pd.DataFrame":
     """Read back what ``export_run`` wrote, with the same column types."""
     import pandas as pd

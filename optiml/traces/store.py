@@ -237,6 +237,13 @@ class TraceStore:
         with self._write():
             self.db.execute("UPDATE runs SET budget = ?, updated_at = ? WHERE id = ?", (budget, _now(), run_id))
 
+    def latest_run_id(self) -> int:
+        """The newest run's id (a UserError when there is none)."""
+        row = self._one("SELECT MAX(id) AS id FROM runs")
+        if row is None or row["id"] is None:
+            raise UserError(f"{self.path}: no runs recorded yet (start one with `optiml optimize`).")
+        return row["id"]
+
     def runs(self) -> list[dict]:
         """All runs, newest first, with candidate counts, the seed's and the best time."""
         rows = self._all(
