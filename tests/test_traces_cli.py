@@ -105,6 +105,7 @@ def test_export_csv_loads_in_pandas(db, tmp_path):
     assert r.exit_code == 0, r.output
     df = pd.read_csv(out)
     assert len(df) == 5 and "achieved_occupancy_pct" in df.columns
+    assert df.loc[df["is_best"], "node_id"].tolist() == [ids["bounded"]]     # the node `optiml best` writes
 
 
 def test_user_errors_are_one_line(db, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from optiml.traces.export import export_run, read_export, to_dataframe
 from optiml.traces.report import fmt_value, format_node, format_path, metric_deltas
 from optiml.traces.store import TraceStore
-from optiml.app.records import best_node
+from optiml.app.records import best_node, best_of_run
 
 SEED = """__global__ void transpose(float *out, const float *in, int n) {
     __shared__ float tile[32][32];
@@ -32,22 +32,26 @@ def make_trajectory(store: TraceStore) -> dict:
     store.mark_running(ids["seed"])
     store.finish_node(ids["seed"], {"status": "ok", "median_ms": 2.0, "metrics": {
         "smem_ld_bank_conflicts": 1.9e9, "achieved_occupancy_pct": 50.0, "dram_throughput_pct": 40.0,
-        "registers_per_thread": 32}})
+        "registers_per_thread": 32}, "result": {"status": "ok", "median_ms": 2.0, "spread": 0.02,
+        "resources": {"registers": 32, "smem_static": 4096, "spill_stores": 0, "spill_loads": 0}}})
     ids["padded"] = store.add_node(run, ids["seed"], PADDED, proposer="llm", edit="pad tile to 33 columns",
                                    rationale="the column read of tile hits one bank 32 ways")
     store.record_proposal(run, node_id=ids["padded"], proposer="llm", model="gpt-test", prompt="make it faster",
                           raw_answer="Pad the tile.", tokens_in=900, tokens_out=40, latency_s=1.2)
     store.finish_node(ids["padded"], {"status": "ok", "median_ms": 1.25, "metrics": {
         "smem_ld_bank_conflicts": 0, "achieved_occupancy_pct": 50.0, "dram_throughput_pct": 64.0,
-        "registers_per_thread": 32}})
-    ids["wrong"] = store.add_node(run, ids["seed"], WRONG, proposer="llm", rationale="drop the barrier")
+        "registers_per_thread": 32}, "timing": {"median_ms": 1.25, "iqr_ms": 0.05}})
+    ids["wrong"] = store.add_node(run, ids["seed"], WRONG, proposer="llm", rationale="drop the barrier",
+                                  flags={"extra": ["-use_fast_math", "-Xptxas=-O2"]})
     store.finish_node(ids["wrong"], {"status": "wrong_answer", "median_ms": 0.9,
                                      "verify": {"max_abs_err": 3.0}}, status="failed")
     ids["bounded"] = store.add_node(run, ids["padded"], BOUNDED, proposer="rules", edit="__launch_bounds__(1024, 2)",
                                     rationale="two blocks per SM to hide latency")
     store.finish_node(ids["bounded"], {"status": "ok", "median_ms": 1.0, "metrics": {
         "smem_ld_bank_conflicts": 0, "achieved_occupancy_pct": 94.0, "dram_throughput_pct": 80.0,
-        "registers_per_thread": 32}, "reward": 0.69, "reward_version": "log-speedup-1"})
+        "registers_per_thread": 32}, "reward": 0.69, "reward_version": "log-speedup-1",
+        "result": {"status": "ok", "median_ms": 1.0, "spread": 0.01,
+                   "resources": {"registers": 40, "smem_static": 4224, "spill_stores": 8, "spill_loads": 4}}})
     ids["pending"] = store.add_node(run, ids["bounded"], BOUNDED + "// more\n", proposer="llm")
     ids["run"] = run
     return ids
@@ -110,6 +114,29 @@ def test_dataframe_one_row_per_candidate_with_metric_columns(traj):
     assert row["speedup"] == pytest.approx(2.0) and row["eval_status"] == "ok"
     wrong = df.set_index("node_id").loc[ids["wrong"]]
     assert pd.isna(wrong["speedup"]) and pd.isna(wrong["achieved_occupancy_pct"])
+
+
+def test_export_columns_edit_flags_spread_resources_time_and_best(traj):
+    """The export carries what a reader of the run compares: the edit, the extra nvcc flags, the
+    timing's spread, ptxas's registers and spills, when the candidate was made, and which node
+    `optiml best` writes (the search's best; the final figure's node once the run has one)."""
+    store, ids = traj
+    df = to_dataframe(store, ids["run"], best_of_run(store, ids["run"]).id).set_index("node_id")
+    for col in ("edit", "flags", "spread", "registers", "spill_bytes", "created_at", "is_best"):
+        assert col in df.columns, col
+    assert df.loc[ids["padded"], "edit"] == "pad tile to 33 columns" and pd.isna(df.loc[ids["seed"], "edit"])
+    assert df.loc[ids["wrong"], "flags"] == "-use_fast_math -Xptxas=-O2" and pd.isna(df.loc[ids["seed"], "flags"])
+    assert df.loc[ids["bounded"], "spread"] == pytest.approx(0.01)
+    assert df.loc[ids["padded"], "spread"] == pytest.approx(0.04)          # IQR / median of its timing
+    assert (df.loc[ids["seed"], "registers"], df.loc[ids["bounded"], "registers"]) == (32, 40)
+    assert (df.loc[ids["seed"], "spill_bytes"], df.loc[ids["bounded"], "spill_bytes"]) == (0, 12)
+    assert pd.isna(df.loc[ids["pending"], "registers"])
+    assert df["created_at"].str.match(r"\d{4}-\d\d-\d\dT").all()
+    assert df.index[df["is_best"]].tolist() == [ids["bounded"]]
+    store.set_run_result(ids["run"], {"status": "ok", "speedup": 1.6, "seed_ms": 2.0, "best_ms": 1.25,
+                                      "best_node": ids["padded"]})
+    df = to_dataframe(store, ids["run"], best_of_run(store, ids["run"]).id)
+    assert df.loc[df["is_best"], "node_id"].tolist() == [ids["padded"]]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])

@@ -167,3 +167,19 @@ def best_node(store: TraceStore, run_id: int):
     the fewest edits within the fastest node's timing noise); a failed candidate is never best."""
     pick = choose_best(store.verified(run_id))
     return None if pick is None else store.node(pick.key)
+
+
+def best_of_run(store: TraceStore, run_id: int):
+    """The kernel `optimize` wrote (the final figure's node, ``best_node``) when the run finished,
+    else the best stored node by the search's rule (:func:`best_node`); None when nothing verified."""
+    from ..errors import UserError
+
+    final = store.run(run_id).get("result") or {}
+    if isinstance(final.get("best_node"), int):
+        try:
+            node = store.node(final["best_node"])
+        except UserError:
+            node = None
+        if node is not None and node.run_id == run_id:
+            return node
+    return best_node(store, run_id)

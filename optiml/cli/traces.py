@@ -65,6 +65,7 @@ def show(run_id: int | None, db_path: Path, node_id: int | None) -> None:
 def best(run_id: int | None, db_path: Path, output: Path | None, print_flags: bool) -> None:
     """Write the best verified kernel of RUN_ID (default: the latest run) to a file (the one
     `optimize` wrote, when it finished)."""
+    from ..app.records import best_of_run
     from ..traces.kernel_file import kernel_file, node_flags
 
     if output is None and not print_flags:
@@ -95,22 +96,6 @@ def best(run_id: int | None, db_path: Path, output: Path | None, print_flags: bo
     click.echo(f"{output}: node {node.id}, {ms:.4g} ms, nvcc {' '.join(flags)}", err=print_flags)
 
 
-def best_of_run(store, run_id: int):
-    """The kernel `optimize` wrote (the final figure's node) when the run finished, else the best
-    stored node by the search's rule."""
-    from ..app.records import best_node
-
-    final = store.run(run_id).get("result") or {}
-    if isinstance(final.get("best_node"), int):
-        try:
-            node = store.node(final["best_node"])
-        except UserError:
-            node = None
-        if node is not None and node.run_id == run_id:
-            return node
-    return best_node(store, run_id)
-
-
 @click.command()
 @click.argument("run_id", type=int, required=False)
 @db_option
@@ -120,6 +105,7 @@ def best_of_run(store, run_id: int):
               help="Output file (default: run-RUN_ID.FORMAT; '-' for standard output, csv or json).")
 def export(run_id: int | None, db_path: Path, fmt: str | None, output: Path | None) -> None:
     """Export RUN_ID (default: the latest run) as a table, one row per candidate with its metrics as columns."""
+    from ..app.records import best_of_run
     from ..traces.export import export_run, export_text, to_dataframe
 
     to_stdout = output is not None and str(output) == "-"
@@ -132,11 +118,13 @@ def export(run_id: int | None, db_path: Path, fmt: str | None, output: Path | No
         export_text(None, fmt)          # parquet to standard output: the error, before any work
     with _open(db_path) as store:
         run_id = _run_id(store, run_id)
+        best = best_of_run(store, run_id)
+        best_id = best.id if best is not None else None
         if to_stdout:
-            text = export_text(to_dataframe(store, run_id), fmt)
+            text = export_text(to_dataframe(store, run_id, best_id=best_id), fmt)
         else:
             output = output or Path(f"run-{run_id}.{fmt}")
-            df = export_run(store, run_id, output, fmt)
+            df = export_run(store, run_id, output, fmt, best_id=best_id)
     if to_stdout:
         click.echo(text, nl=False)
         return
