@@ -52,7 +52,10 @@ def test_show_path_and_node(db):
     assert "shared load bank conflicts 1.9e9 → 0" in r.output and "achieved occupancy 50% → 94%" in r.output
     assert "+    __shared__ float tile[32][33];" in r.output
     r = CliRunner().invoke(cli, ["show", str(ids["run"]), "--node", str(ids["wrong"]), "--db", str(path)])
-    assert r.exit_code == 0 and "wrong_answer" in r.output and "max_abs_err" in r.output
+    assert r.exit_code == 0 and "not verified: wrong_answer" in r.output and "max_abs_err 3" in r.output
+    r = CliRunner().invoke(cli, ["show", "--node", str(ids["padded"]), "--raw", "--db", str(path)])
+    assert r.exit_code == 0 and "smem_ld_bank_conflicts = 0" in r.output and "Pad the tile." in r.output
+    assert_one_sentence_error(CliRunner().invoke(cli, ["show", "--raw", "--db", str(path)]), "--raw", "--node")
 
 
 def test_best_writes_the_fastest_verified_kernel(db, tmp_path):

@@ -38,18 +38,22 @@ def _run_id(store, run_id: int | None) -> int:
 @click.command()
 @click.argument("run_id", type=int, required=False)
 @db_option
-@click.option("--node", "node_id", type=int, help="Show this candidate in full instead of the path.")
-def show(run_id: int | None, db_path: Path, node_id: int | None) -> None:
+@click.option("--node", "node_id", type=int, help="Show this candidate against its parent instead of the path.")
+@click.option("--raw", is_flag=True, help="With --node: the full record (source, every metric, logs, proposals).")
+def show(run_id: int | None, db_path: Path, node_id: int | None, raw: bool) -> None:
     """Show the path from the seed to the best kernel of RUN_ID (default: the latest run):
     rationale, diff, speedup and metric deltas."""
-    from ..traces.report import format_node, format_path
+    from ..traces.report import format_node, format_node_raw, format_path
+
+    if raw and node_id is None:
+        raise UserError("--raw goes with --node N (the full record of one candidate).")
 
     with _open(db_path) as store:
         if node_id is not None:
             node = store.node(node_id)
             if run_id is not None and node.run_id != store.run(run_id)["id"]:
                 raise UserError(f"--node: node {node_id} is not in run {run_id}.")
-            text = format_node(store, node_id)
+            text = (format_node_raw if raw else format_node)(store, node_id)
         else:
             text = format_path(store, _run_id(store, run_id))
     click.echo(text, nl=False)
