@@ -35,9 +35,14 @@ def test_runs_lists_and_json(db):
     r = CliRunner().invoke(cli, ["runs", "--db", str(path)])
     assert r.exit_code == 0, r.output
     assert "transpose" in r.output and "3/8" in r.output and "~2.00x" in r.output   # candidates beyond the seed
+    with TraceStore(path) as store:
+        store.start_run("vadd")
     r = CliRunner().invoke(cli, ["runs", "--json"], env={"OPTIML_DB": str(path)})
-    rows = json.loads(r.output)
-    assert rows[0]["id"] == ids["run"] and rows[0]["best_speedup"] == pytest.approx(2.0)
+    lines = r.output.splitlines()          # JSON Lines, as --help says: one object per run, one per line
+    assert len(lines) == 2 and all(ln.startswith("{") for ln in lines), r.output
+    rows = [json.loads(ln) for ln in lines]
+    assert rows[0]["task"] == "vadd"
+    assert rows[1]["id"] == ids["run"] and rows[1]["best_speedup"] == pytest.approx(2.0)
 
 
 def test_show_path_and_node(db):
@@ -47,7 +52,10 @@ def test_show_path_and_node(db):
     assert "shared load bank conflicts 1.9e9 → 0" in r.output and "achieved occupancy 50% → 94%" in r.output
     assert "+    __shared__ float tile[32][33];" in r.output
     r = CliRunner().invoke(cli, ["show", str(ids["run"]), "--node", str(ids["wrong"]), "--db", str(path)])
-    assert r.exit_code == 0 and "wrong_answer" in r.output and "max_abs_err" in r.output
+    assert r.exit_code == 0 and "not verified: wrong_answer" in r.output and "max_abs_err 3" in r.output
+    r = CliRunner().invoke(cli, ["show", "--node", str(ids["padded"]), "--raw", "--db", str(path)])
+    assert r.exit_code == 0 and "smem_ld_bank_conflicts = 0" in r.output and "Pad the tile." in r.output
+    assert_one_sentence_error(CliRunner().invoke(cli, ["show", "--raw", "--db", str(path)]), "--raw", "--node")
 
 
 def test_best_writes_the_fastest_verified_kernel(db, tmp_path):
@@ -100,6 +108,7 @@ def test_export_csv_loads_in_pandas(db, tmp_path):
     assert r.exit_code == 0, r.output
     df = pd.read_csv(out)
     assert len(df) == 5 and "achieved_occupancy_pct" in df.columns
+    assert df.loc[df["is_best"], "node_id"].tolist() == [ids["bounded"]]     # the node `optiml best` writes
 
 
 def test_user_errors_are_one_line(db, tmp_path):
@@ -123,3 +132,115 @@ def test_best_of_a_recorded_run_is_the_kernel_its_final_line_names(tmp_path):
     assert r.exit_code == 0, r.output
     assert "edits from the seed: pad Bs[TILE][TILE] -> Bs[TILE][TILE + 1]; flag -use_fast_math" in r.output
     assert "-use_fast_math ..." in r.output and "5.25x (79.49 ms -> 15.14 ms, timed interleaved" in r.output
+
+
+def _files(folder):
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+def test_viewing_never_writes_the_database(tmp_path):
+    """runs, show, best and export open the database read-only: a database (and its folder) made
+    read-only can be viewed, and viewing leaves its bytes and mtime as they were, with no -wal or
+    -shm file beside it (a tracked fixture stays unchanged in git)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "optiml.db"
+    with TraceStore(path) as store:
+        ids = make_trajectory(store)
+    before = _files(folder)
+    assert list(before) == ["optiml.db"]
+    run = str(ids["run"])
+    out = tmp_path / "export.csv"
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        for args in (["runs"], ["runs", "--json"], ["show", run], ["show", run, "--node", str(ids["padded"])],
+                     ["best", run, "-o", "-"], ["best", run, "--print-flags"], ["export", run, "-o", str(out)]):
+            r = CliRunner().invoke(cli, [*args, "--db", str(path)])
+            assert r.exit_code == 0, (args, r.output)
+            assert _files(folder) == before, args
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+    assert len(pd.read_csv(out)) == 5
+
+
+def test_an_old_schema_is_viewed_after_optiml_upgrade(tmp_path):
+    """tests/data/traces/recorded_h200_runs.db has schema m001: viewing it says, in one sentence,
+    to run `optiml upgrade`, and changes nothing; `optiml upgrade` migrates it once."""
+    from tests.conftest import DATA
+
+    path = tmp_path / "old.db"
+    path.write_bytes((DATA / "traces" / "recorded_h200_runs.db").read_bytes())
+    before = _files(tmp_path)
+    for args in (["runs"], ["show", "1"], ["best", "1", "-o", "-"], ["export", "1", "-o", str(tmp_path / "x.csv")]):
+        assert_one_sentence_error(CliRunner().invoke(cli, [*args, "--db", str(path)]), "optiml upgrade", str(path))
+        assert _files(tmp_path) == before, args
+    r = CliRunner().invoke(cli, ["upgrade", "--db", str(path)])
+    assert r.exit_code == 0 and r.output.strip() == f"{path}: applied m002_resume", r.output
+    r = CliRunner().invoke(cli, ["upgrade", "--db", str(path)])
+    assert r.exit_code == 0 and "already up to date" in r.output, r.output
+    r = CliRunner().invoke(cli, ["runs", "--db", str(path)])
+    assert r.exit_code == 0 and "sgemm_tiled_conflicts" in r.output, r.output
+
+
+def test_viewing_an_empty_file_is_a_user_error(tmp_path):
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    assert_one_sentence_error(CliRunner().invoke(cli, ["runs", "--db", str(path)]), "not an optiml trace database")
+    assert path.read_bytes() == b""
+
+
+def test_viewing_sees_what_a_writer_at_work_committed(tmp_path):
+    """While `optiml optimize` holds the database (its -wal beside it), the viewers read its
+    committed rows through the WAL instead of the main file alone."""
+    path = tmp_path / "optiml.db"
+    with TraceStore(path) as writer:
+        writer.start_run("first")
+        assert (tmp_path / "optiml.db-wal").exists()
+        writer.start_run("second")
+        r = CliRunner().invoke(cli, ["runs", "--db", str(path)])
+        assert r.exit_code == 0 and "first" in r.output and "second" in r.output, r.output
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_export_dash_is_standard_output(db, tmp_path, monkeypatch, fmt):
+    """-o - writes the table to standard output (csv by default, json with --format), never a
+    file named '-'; parquet is binary and refused in one sentence."""
+    import io
+
+    path, ids = db
+    monkeypatch.chdir(tmp_path)
+    args = ["export", str(ids["run"]), "-o", "-", "--db", str(path)] + (["--format", "json"] if fmt == "json" else [])
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "-").exists()
+    df = pd.read_csv(io.StringIO(r.stdout)) if fmt == "csv" else pd.DataFrame(json.loads(r.stdout))
+    assert len(df) == 5 and list(df["node_id"]) == [ids[k] for k in ("seed", "padded", "wrong", "bounded", "pending")]
+    r = CliRunner().invoke(cli, ["export", str(ids["run"]), "-o", "-", "--format", "parquet", "--db", str(path)])
+    assert_one_sentence_error(r, "parquet", "standard output")
+    assert not (tmp_path / "-").exists()
+
+
+def test_run_id_defaults_to_the_latest_run(db, tmp_path, monkeypatch):
+    """show, best and export without RUN_ID take the newest run and say so on standard error."""
+    path, ids = db
+    with TraceStore(path) as store:
+        older = store.start_run("older")
+    with TraceStore(path) as store:              # the trajectory again, now the newest run
+        ids = make_trajectory(store)
+    assert ids["run"] > older
+    note = f"run {ids['run']} (transpose), the latest"
+    r = CliRunner().invoke(cli, ["show", "--db", str(path)])
+    assert r.exit_code == 0 and note in r.stderr, r.output
+    assert r.stdout.startswith(f"run {ids['run']}: transpose") and "step 2:" in r.stdout
+    r = CliRunner().invoke(cli, ["show", "--node", str(ids["padded"]), "--db", str(path)])
+    assert r.exit_code == 0 and f"node {ids['padded']} of run {ids['run']}" in r.output, r.output
+    r = CliRunner().invoke(cli, ["best", "-o", "-", "--db", str(path)])
+    assert r.exit_code == 0 and note in r.stderr and r.stdout.endswith(BOUNDED), r.output
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["export", "--db", str(path)])
+    assert r.exit_code == 0 and note in r.stderr and (tmp_path / f"run-{ids['run']}.csv").exists(), r.output
+    empty = tmp_path / "empty.db"
+    TraceStore(empty).close()
+    assert_one_sentence_error(CliRunner().invoke(cli, ["show", "--db", str(empty)]), "no runs recorded yet")

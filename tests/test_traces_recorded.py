@@ -12,8 +12,11 @@ from optiml.app.records import stored_records
 
 
 def db_copy(tmp_path):
+    """A copy of the recording (schema m001), upgraded: the viewing commands never migrate."""
     dst = tmp_path / "optiml.db"
     shutil.copy(DATA / "traces" / "recorded_h200_runs.db", dst)
+    r = CliRunner().invoke(main, ["upgrade", "--db", str(dst)])
+    assert r.exit_code == 0 and "applied m002_resume" in r.output, r.output
     return dst
 
 

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 from optiml.traces.export import export_run, read_export, to_dataframe
-from optiml.traces.report import fmt_value, format_node, format_path, metric_deltas
+from optiml.traces.report import fmt_value, format_node, format_node_raw, format_path, metric_deltas
 from optiml.traces.store import TraceStore
-from optiml.app.records import best_node
+from optiml.app.records import best_node, best_of_run
 
 SEED = """__global__ void transpose(float *out, const float *in, int n) {
     __shared__ float tile[32][32];
@@ -32,22 +32,28 @@ def make_trajectory(store: TraceStore) -> dict:
     store.mark_running(ids["seed"])
     store.finish_node(ids["seed"], {"status": "ok", "median_ms": 2.0, "metrics": {
         "smem_ld_bank_conflicts": 1.9e9, "achieved_occupancy_pct": 50.0, "dram_throughput_pct": 40.0,
-        "registers_per_thread": 32}})
+        "registers_per_thread": 32}, "result": {"status": "ok", "median_ms": 2.0, "spread": 0.02,
+        "resources": {"registers": 32, "smem_static": 4096, "spill_stores": 0, "spill_loads": 0}}})
     ids["padded"] = store.add_node(run, ids["seed"], PADDED, proposer="llm", edit="pad tile to 33 columns",
                                    rationale="the column read of tile hits one bank 32 ways")
     store.record_proposal(run, node_id=ids["padded"], proposer="llm", model="gpt-test", prompt="make it faster",
                           raw_answer="Pad the tile.", tokens_in=900, tokens_out=40, latency_s=1.2)
     store.finish_node(ids["padded"], {"status": "ok", "median_ms": 1.25, "metrics": {
         "smem_ld_bank_conflicts": 0, "achieved_occupancy_pct": 50.0, "dram_throughput_pct": 64.0,
-        "registers_per_thread": 32}})
-    ids["wrong"] = store.add_node(run, ids["seed"], WRONG, proposer="llm", rationale="drop the barrier")
+        "registers_per_thread": 32}, "timing": {"median_ms": 1.25, "iqr_ms": 0.05},
+        "result": {"status": "ok", "median_ms": 1.25,
+                   "resources": {"registers": 32, "smem_static": 4224, "spill_stores": 0, "spill_loads": 0}}})
+    ids["wrong"] = store.add_node(run, ids["seed"], WRONG, proposer="llm", rationale="drop the barrier",
+                                  flags={"extra": ["-use_fast_math", "-Xptxas=-O2"]})
     store.finish_node(ids["wrong"], {"status": "wrong_answer", "median_ms": 0.9,
                                      "verify": {"max_abs_err": 3.0}}, status="failed")
     ids["bounded"] = store.add_node(run, ids["padded"], BOUNDED, proposer="rules", edit="__launch_bounds__(1024, 2)",
                                     rationale="two blocks per SM to hide latency")
     store.finish_node(ids["bounded"], {"status": "ok", "median_ms": 1.0, "metrics": {
         "smem_ld_bank_conflicts": 0, "achieved_occupancy_pct": 94.0, "dram_throughput_pct": 80.0,
-        "registers_per_thread": 32}, "reward": 0.69, "reward_version": "log-speedup-1"})
+        "registers_per_thread": 32}, "reward": 0.69, "reward_version": "log-speedup-1",
+        "result": {"status": "ok", "median_ms": 1.0, "spread": 0.01,
+                   "resources": {"registers": 40, "smem_static": 4224, "spill_stores": 8, "spill_loads": 4}}})
     ids["pending"] = store.add_node(run, ids["bounded"], BOUNDED + "// more\n", proposer="llm")
     ids["run"] = run
     return ids
@@ -94,9 +100,36 @@ def test_format_path_without_a_verified_candidate(tmp_path):
         assert "no verified candidate yet" in text and "failed:build_failed 1" in text
 
 
-def test_format_node_in_full(traj):
+def test_format_node_against_its_parent(traj):
+    """show --node: status, time and speedups against the parent and the seed, edit and rationale,
+    resources and the metrics that changed most against the parent, the sanitize line, the diff;
+    no raw JSON and no list of every metric."""
     store, ids = traj
-    text = format_node(store, ids["padded"])
+    text = format_node(store, ids["bounded"])
+    lines = text.splitlines()
+    assert lines[0] == f"node {ids['bounded']} of run {ids['run']}: ok, depth 2, parent node {ids['padded']}, proposer rules"
+    assert lines[1] == "time: 1 ms (spread 1.0%); 1.25x vs parent (1.25 ms); 2.00x vs seed (2 ms)"
+    assert "edit: __launch_bounds__(1024, 2)" in lines and "why: two blocks per SM to hide latency" in lines
+    assert "resources vs parent: registers 32 → 40, spills 0 → 12 bytes, shared memory 4224 bytes" in lines
+    head = lines.index("metrics that changed most vs parent (top 12):")
+    assert lines[head + 1].split() == ["metric", "parent", "this", "change"]
+    assert lines[head + 2].split() == ["achieved", "occupancy", "50%", "94%", "+88%"]       # the largest change first
+    assert lines[head + 3].split() == ["DRAM", "throughput", "64%", "80%", "+25%"]
+    assert "sanitize: not sanitized" in lines
+    assert f"--- diff vs parent node {ids['padded']}" in lines
+    assert "+__global__ void __launch_bounds__(1024, 2) transpose(float *out, const float *in, int n) {" in lines
+    assert not any(ln.startswith(("build: {", "timing: {", "metrics:")) for ln in lines)
+    wrong = format_node(store, ids["wrong"])
+    assert "not verified: wrong_answer" in wrong and "verify: max_abs_err 3" in wrong
+    assert "flags: -use_fast_math -Xptxas=-O2" in wrong
+    store.set_run_result(ids["run"], {})
+    seed = format_node(store, ids["seed"])
+    assert "the seed" in seed.splitlines()[0] and "--- source" in seed and "vs parent" not in seed
+
+
+def test_format_node_raw_in_full(traj):
+    store, ids = traj
+    text = format_node_raw(store, ids["padded"])
     assert "tile[32][33]" in text and "evaluation: ok" in text
     assert "smem_ld_bank_conflicts = 0" in text and "Pad the tile." in text and "gpt-test" in text
 
@@ -110,6 +143,29 @@ def test_dataframe_one_row_per_candidate_with_metric_columns(traj):
     assert row["speedup"] == pytest.approx(2.0) and row["eval_status"] == "ok"
     wrong = df.set_index("node_id").loc[ids["wrong"]]
     assert pd.isna(wrong["speedup"]) and pd.isna(wrong["achieved_occupancy_pct"])
+
+
+def test_export_columns_edit_flags_spread_resources_time_and_best(traj):
+    """The export carries what a reader of the run compares: the edit, the extra nvcc flags, the
+    timing's spread, ptxas's registers and spills, when the candidate was made, and which node
+    `optiml best` writes (the search's best; the final figure's node once the run has one)."""
+    store, ids = traj
+    df = to_dataframe(store, ids["run"], best_of_run(store, ids["run"]).id).set_index("node_id")
+    for col in ("edit", "flags", "spread", "registers", "spill_bytes", "created_at", "is_best"):
+        assert col in df.columns, col
+    assert df.loc[ids["padded"], "edit"] == "pad tile to 33 columns" and pd.isna(df.loc[ids["seed"], "edit"])
+    assert df.loc[ids["wrong"], "flags"] == "-use_fast_math -Xptxas=-O2" and pd.isna(df.loc[ids["seed"], "flags"])
+    assert df.loc[ids["bounded"], "spread"] == pytest.approx(0.01)
+    assert df.loc[ids["padded"], "spread"] == pytest.approx(0.04)          # IQR / median of its timing
+    assert (df.loc[ids["seed"], "registers"], df.loc[ids["bounded"], "registers"]) == (32, 40)
+    assert (df.loc[ids["seed"], "spill_bytes"], df.loc[ids["bounded"], "spill_bytes"]) == (0, 12)
+    assert pd.isna(df.loc[ids["pending"], "registers"])
+    assert df["created_at"].str.match(r"\d{4}-\d\d-\d\dT").all()
+    assert df.index[df["is_best"]].tolist() == [ids["bounded"]]
+    store.set_run_result(ids["run"], {"status": "ok", "speedup": 1.6, "seed_ms": 2.0, "best_ms": 1.25,
+                                      "best_node": ids["padded"]})
+    df = to_dataframe(store, ids["run"], best_of_run(store, ids["run"]).id)
+    assert df.loc[df["is_best"], "node_id"].tolist() == [ids["padded"]]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])

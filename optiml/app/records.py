@@ -194,3 +194,27 @@ def best_node(store: TraceStore, run_id: int):
     the fewest edits within the fastest node's timing noise); a failed candidate is never best."""
     pick = choose_best(store.verified(run_id))
     return None if pick is None else store.node(pick.key)
+
+
+def best_of_run(store: TraceStore, run_id: int):
+    """The node whose kernel the run's final line names: the one `optimize` wrote (``best_node`` in
+    the final figure), or for runs stored before that was kept, the verified node whose edits are
+    the final figure's ``best_edits``; for an unfinished run, the best stored node by the search's
+    rule (:func:`best_node`). None when nothing verified."""
+    from ..errors import UserError
+
+    final = store.run(run_id).get("result") or {}
+    if isinstance(final.get("best_node"), int):
+        try:
+            node = store.node(final["best_node"])
+        except UserError:
+            node = None
+        if node is not None and node.run_id == run_id:
+            return node
+    edits = final.get("best_edits")
+    if isinstance(edits, list):
+        verified = {r.key for r in store.verified(run_id)}
+        for node in store.nodes(run_id):
+            if node.id in verified and [n.edit for n in store.path_to(node.id)[1:]] == edits:
+                return node
+    return best_node(store, run_id)

@@ -32,7 +32,8 @@ def positive_timeout(ctx, param, value):
 
 
 def open_store(db_path: Path):
-    """The trace database for viewing (it must exist)."""
+    """The trace database for viewing: it must exist, and it is opened read-only (never written
+    nor migrated; an older schema is an error naming `optiml upgrade`)."""
     from ..traces.store import TraceStore
 
-    return TraceStore(db_path, create=False)
+    return TraceStore(db_path, read_only=True)

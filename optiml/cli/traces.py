@@ -1,4 +1,4 @@
-"""``optiml runs | show | best | export``: the trace database, read."""
+"""``optiml runs | show | best | export``: the trace database, read (read-only); ``optiml upgrade``: its schema."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from .options import db_option, open_store as _open
 
 @click.command()
 @db_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, for scripts.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line (JSON Lines), for scripts.")
 def runs(db_path: Path, as_json: bool) -> None:
     """List recorded runs: task, status, candidates evaluated, best speedup, when."""
     from ..traces.report import format_runs
@@ -20,44 +20,62 @@ def runs(db_path: Path, as_json: bool) -> None:
     with _open(db_path) as store:
         rows = store.runs()
     if as_json:
-        click.echo(json.dumps(rows, indent=1))
+        for row in rows:
+            click.echo(json.dumps(row))
     else:
         click.echo(format_runs(rows), nl=False)
 
 
+def _run_id(store, run_id: int | None) -> int:
+    """RUN_ID as given, else the newest run, said on standard error."""
+    if run_id is not None:
+        return run_id
+    run_id = store.latest_run_id()
+    click.echo(f"run {run_id} ({store.run(run_id)['task']}), the latest; pass RUN_ID for another", err=True)
+    return run_id
+
+
 @click.command()
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=int, required=False)
 @db_option
-@click.option("--node", "node_id", type=int, help="Show this candidate in full instead of the path.")
-def show(run_id: int, db_path: Path, node_id: int | None) -> None:
-    """Show the path from the seed to the best kernel of RUN_ID: rationale, diff, speedup and metric deltas."""
-    from ..traces.report import format_node, format_path
+@click.option("--node", "node_id", type=int, help="Show this candidate against its parent instead of the path.")
+@click.option("--raw", is_flag=True, help="With --node: the full record (source, every metric, logs, proposals).")
+def show(run_id: int | None, db_path: Path, node_id: int | None, raw: bool) -> None:
+    """Show the path from the seed to the best kernel of RUN_ID (default: the latest run):
+    rationale, diff, speedup and metric deltas."""
+    from ..traces.report import format_node, format_node_raw, format_path
+
+    if raw and node_id is None:
+        raise UserError("--raw goes with --node N (the full record of one candidate).")
 
     with _open(db_path) as store:
-        store.run(run_id)
         if node_id is not None:
-            if store.node(node_id).run_id != run_id:
+            node = store.node(node_id)
+            if run_id is not None and node.run_id != store.run(run_id)["id"]:
                 raise UserError(f"--node: node {node_id} is not in run {run_id}.")
-            text = format_node(store, node_id)
+            text = (format_node_raw if raw else format_node)(store, node_id)
         else:
-            text = format_path(store, run_id)
+            text = format_path(store, _run_id(store, run_id))
     click.echo(text, nl=False)
 
 
 @click.command()
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=int, required=False)
 @db_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path, allow_dash=True), default=None,
               help="Where to write the best verified kernel, with a header naming the run, node, edits, speedup "
                    "and nvcc flags ('-' for standard output).")
 @click.option("--print-flags", is_flag=True, help="Print the nvcc flags the best kernel was verified and timed with.")
-def best(run_id: int, db_path: Path, output: Path | None, print_flags: bool) -> None:
-    """Write the best verified kernel of RUN_ID to a file (the one `optimize` wrote, when it finished)."""
+def best(run_id: int | None, db_path: Path, output: Path | None, print_flags: bool) -> None:
+    """Write the best verified kernel of RUN_ID (default: the latest run) to a file (the one
+    `optimize` wrote, when it finished)."""
+    from ..app.records import best_of_run
     from ..traces.kernel_file import kernel_file, node_flags
 
     if output is None and not print_flags:
         raise UserError("give -o FILE (or -o - for standard output) to write the best kernel, or --print-flags.")
     with _open(db_path) as store:
+        run_id = _run_id(store, run_id)
         run = store.run(run_id)
         node = best_of_run(store, run_id)
         if node is None:
@@ -83,34 +101,50 @@ def best(run_id: int, db_path: Path, output: Path | None, print_flags: bool) -> 
     click.echo(f"{output}: node {node.id}, {ms:.4g} ms, nvcc {' '.join(flags)}", err=print_flags)
 
 
-def best_of_run(store, run_id: int):
-    """The kernel `optimize` wrote, or the best so far (see :func:`optiml.traces.kernel_file.written_node`)."""
-    from ..traces.kernel_file import written_node
-
-    return written_node(store, run_id)
-
-
 @click.command()
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=int, required=False)
 @db_option
 @click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), default=None,
               help="Output format (default: from the file suffix, else csv).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Output file (default: run-RUN_ID.FORMAT).")
-def export(run_id: int, db_path: Path, fmt: str | None, output: Path | None) -> None:
-    """Export RUN_ID as a table, one row per candidate with its metrics as columns."""
-    from ..traces.export import export_run
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path, allow_dash=True), default=None,
+              help="Output file (default: run-RUN_ID.FORMAT; '-' for standard output, csv or json).")
+def export(run_id: int | None, db_path: Path, fmt: str | None, output: Path | None) -> None:
+    """Export RUN_ID (default: the latest run) as a table, one row per candidate with its metrics as columns."""
+    from ..app.records import best_of_run
+    from ..traces.export import export_run, export_text, to_dataframe
 
-    if output is None:
-        fmt = fmt or "csv"
-        output = Path(f"run-{run_id}.{fmt}")
-    elif fmt is None:
+    to_stdout = output is not None and str(output) == "-"
+    if output is not None and not to_stdout and fmt is None:
         fmt = output.suffix.lstrip(".").lower() or "csv"
         if fmt not in ("csv", "json", "parquet"):
             raise UserError(f"{output}: cannot tell the export format from the suffix; pass --format csv|json|parquet.")
+    fmt = fmt or "csv"
+    if to_stdout:
+        export_text(None, fmt)          # parquet to standard output: the error, before any work
     with _open(db_path) as store:
-        df = export_run(store, run_id, output, fmt)
+        run_id = _run_id(store, run_id)
+        best = best_of_run(store, run_id)
+        best_id = best.id if best is not None else None
+        if to_stdout:
+            text = export_text(to_dataframe(store, run_id, best_id=best_id), fmt)
+        else:
+            output = output or Path(f"run-{run_id}.{fmt}")
+            df = export_run(store, run_id, output, fmt, best_id=best_id)
+    if to_stdout:
+        click.echo(text, nl=False)
+        return
     click.echo(f"{output}: {len(df)} candidates, {len(df.columns)} columns")
 
 
-COMMANDS = (runs, show, best, export)
+@click.command()
+@db_option
+def upgrade(db_path: Path) -> None:
+    """Bring the trace database's schema up to date (the viewing commands never change it)."""
+    from ..traces.store import TraceStore
+
+    with TraceStore(db_path, create=False) as store:
+        applied = store.migrated
+    click.echo(f"{db_path}: applied {', '.join(applied)}" if applied else f"{db_path}: already up to date")
+
+
+COMMANDS = (runs, show, best, export, upgrade)

@@ -5,34 +5,55 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
-from .store import TraceStore
+from .store import TraceStore, stored_spread
 
 if TYPE_CHECKING:
     import pandas as pd
 
 FORMATS = ("csv", "json", "parquet")
 
-_NODE_COLS = ("node_id", "parent_id", "depth", "node_status", "proposer", "rationale", "source_hash")
-_EVAL_COLS = ("eval_status", "median_ms", "speedup", "reward", "reward_version", "wall_s")
+_NODE_COLS = ("node_id", "parent_id", "depth", "node_status", "proposer", "edit", "rationale", "flags",
+              "source_hash", "created_at")
+_EVAL_COLS = ("eval_status", "median_ms", "spread", "speedup", "is_best", "registers", "spill_bytes",
+              "reward", "reward_version", "wall_s")
 
 
-def to_dataframe(store: TraceStore, run_id: int) -> "pd.DataFrame":
-    """One row per candidate node of ``run_id``: node fields, evaluation fields, the speedup
-    over the seed and one column per metric (``NaN`` where a candidate has no value)."""
+def resources(e: dict) -> dict:
+    """ptxas's figures for the entry (registers, smem_static, spill_stores, spill_loads...): the
+    search's result's, else the build's when it names one kernel."""
+    res = (e.get("result") or {}).get("resources") or {}
+    if not res:
+        by_symbol = (e.get("build") or {}).get("resources") or {}
+        res = next(iter(by_symbol.values())) if len(by_symbol) == 1 else {}
+    return res if isinstance(res, dict) else {}
+
+
+def to_dataframe(store: TraceStore, run_id: int, best_id: int | None = None) -> "pd.DataFrame":
+    """One row per candidate node of ``run_id``: node fields (``flags``: the extra nvcc flags,
+    space-separated), evaluation fields (``spread``: timing IQR over median; ``registers`` and
+    ``spill_bytes`` from ptxas), the speedup over the seed, ``is_best`` (node ``best_id``: the one
+    ``optiml best`` writes) and one column per metric (``NaN`` where a candidate has no value)."""
     import pandas as pd
 
     store.run(run_id)  # a clear error for an unknown run
     root = store.root_node(run_id)
     root_eval = store.evaluation(root.id) if root else None
     seed_ms = root_eval["median_ms"] if root_eval and root_eval["status"] == "ok" else None
+    created = dict(store.node_times(run_id))
     rows, metric_names = [], []
     for c in store.iter_candidates(run_id):
         n, e = c["node"], c["evaluation"] or {}
         ms = e.get("median_ms") if e.get("status") == "ok" else None
+        res = resources(e)
+        spills = [res[k] for k in ("spill_stores", "spill_loads") if isinstance(res.get(k), (int, float))]
         row = {"node_id": n.id, "parent_id": n.parent_id, "depth": n.depth, "node_status": n.status,
-               "proposer": n.proposer, "rationale": n.rationale, "source_hash": n.source_hash,
+               "proposer": n.proposer, "edit": n.edit, "rationale": n.rationale,
+               "flags": " ".join((n.flags or {}).get("extra") or ()) or None, "source_hash": n.source_hash,
+               "created_at": created.get(n.id),
                "eval_status": e.get("status"), "median_ms": e.get("median_ms"),
-               "speedup": (seed_ms / ms) if seed_ms and ms else None,
+               "spread": stored_spread(e.get("result"), e.get("timing")) if e else None,
+               "speedup": (seed_ms / ms) if seed_ms and ms else None, "is_best": n.id == best_id,
+               "registers": res.get("registers"), "spill_bytes": sum(spills) if spills else None,
                "reward": e.get("reward"), "reward_version": e.get("reward_version"), "wall_s": e.get("wall_s")}
         for k, v in (e.get("metrics") or {}).items():
             if k in row:
@@ -52,8 +73,10 @@ def _types(df: "pd.DataFrame") -> "pd.DataFrame":
     import pandas as pd
 
     for col in df.columns:
-        if col in ("parent_id", "node_id", "depth"):
+        if col in ("parent_id", "node_id", "depth", "registers"):
             df[col] = df[col].astype("Int64")
+        elif col == "is_best":
+            df[col] = df[col].map(lambda v: v if isinstance(v, bool) else str(v).lower() == "true").astype("bool")
         elif col in _NODE_COLS or col in ("eval_status", "reward_version"):
             df[col] = df[col].astype("string")
         else:
@@ -64,13 +87,14 @@ def _types(df: "pd.DataFrame") -> "pd.DataFrame":
     return df
 
 
-def export_run(store: TraceStore, run_id: int, path: str | Path, fmt: str | None = None) -> "pd.DataFrame":
+def export_run(store: TraceStore, run_id: int, path: str | Path, fmt: str | None = None,
+               best_id: int | None = None) -> "pd.DataFrame":
     """Write ``to_dataframe`` to ``path`` as csv, json (records) or parquet; returns the frame."""
     path = Path(path)
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in FORMATS:
         raise UserError(f"--format: unknown export format {fmt!r} (use one of {', '.join(FORMATS)}).")
-    df = to_dataframe(store, run_id)
+    df = to_dataframe(store, run_id, best_id)
     try:
         if fmt == "csv":
             df.to_csv(path, index=False)
@@ -84,6 +108,18 @@ def export_run(store: TraceStore, run_id: int, path: str | Path, fmt: str | None
     except OSError as e:
         raise UserError(f"{path}: cannot write the export ({e.strerror}).") from None
     return df
+
+
+def export_text(df: "pd.DataFrame | None", fmt: str) -> str:
+    """``df`` as csv or json (records) text, for standard output; parquet is binary: an error
+    (``df`` None: only check ``fmt``)."""
+    if fmt == "parquet":
+        raise UserError("-o -: parquet is binary and cannot go to standard output; give a file name or --format csv|json.")
+    if fmt not in FORMATS:
+        raise UserError(f"--format: unknown export format {fmt!r} (use one of {', '.join(FORMATS)}).")
+    if df is None:
+        return ""
+    return df.to_csv(index=False) if fmt == "csv" else df.to_json(orient="records", indent=1) + "\n"
 
 
 def read_export(path: str | Path, fmt: str | None = None) -> "pd.DataFrame":

@@ -150,7 +150,117 @@ def format_path(store: TraceStore, run_id: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_TABLE = 12
+
+
+def metric_table(before: dict | None, after: dict | None, limit: int = MAX_TABLE) -> list[str]:
+    """The metrics that differ most between ``before`` and ``after`` (relative change, largest
+    first) as rows of a small table: name, before, after, change."""
+    before, after = before or {}, after or {}
+    rows = []
+    for name in set(before) & set(after):
+        a, b = before[name], after[name]
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)) or a == b:
+            continue
+        if any(math.isnan(x) for x in (a, b)):
+            continue
+        rel = abs(b - a) / max(abs(a), abs(b))
+        rows.append((rel, name, a, b))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    cells = [(label(n), fmt_value(n, a), fmt_value(n, b), f"{(b - a) / abs(a):+.0%}" if a else "new")
+             for _, n, a, b in rows[:limit]]
+    if not cells:
+        return []
+    head = ("metric", "parent", "this", "change")
+    w = [max(len(r[i]) for r in (head, *cells)) for i in range(4)]
+    return ["  " + f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]:>{w[3]}}".rstrip() for r in (head, *cells)]
+
+
+def _resources(e: dict | None) -> dict:
+    from .export import resources
+    return resources(e or {})
+
+
 def format_node(store: TraceStore, node_id: int) -> str:
+    """One candidate, readable: status, time and speedup against its parent and the seed, edit and
+    rationale, resources and the metrics that changed most against the parent, the sanitize
+    verdict, the diff against the parent (the source, for the seed). ``format_node_raw`` has it all."""
+    n: Node = store.node(node_id)
+    e = store.evaluation(node_id) or {}
+    parent = store.node(n.parent_id) if n.parent_id is not None else None
+    pe = (store.evaluation(parent.id) or {}) if parent else {}
+    root = store.root_node(n.run_id)
+    re_ = (store.evaluation(root.id) or {}) if root else {}
+
+    def ok_ms(ev: dict):
+        return ev.get("median_ms") if ev.get("status") == OK else None
+
+    ms, parent_ms, seed_ms = ok_ms(e), ok_ms(pe), ok_ms(re_)
+    where = f"parent node {parent.id}" if parent else "the seed"
+    out = [f"node {n.id} of run {n.run_id}: {e.get('status') or n.status}, depth {n.depth}, {where},"
+           f" proposer {n.proposer or '-'}"]
+    if ms is not None:
+        spread = (e.get("result") or {}).get("spread")
+        line = f"time: {ms:.4g} ms" + (f" (spread {spread:.1%})" if spread is not None else "")
+        if parent and parent_ms:
+            line += f"; {parent_ms / ms:.2f}x vs parent ({parent_ms:.4g} ms)"
+        if parent and seed_ms:
+            line += f"; {seed_ms / ms:.2f}x vs seed ({seed_ms:.4g} ms)"
+        out.append(line)
+    elif e:
+        msg = (e.get("result") or {}).get("message") or (e.get("verify") or {}).get("message") or ""
+        out.append(f"not verified: {e['status']}" + (f": {msg}" if msg else ""))
+        if e.get("verify"):
+            out.append("verify: " + ", ".join(f"{k} {fmt_value(k, v)}" for k, v in sorted(e["verify"].items())
+                                               if not isinstance(v, (dict, list)) and k != "message"))
+    else:
+        out.append(f"not evaluated yet ({n.status})")
+    for name, val in (("edit", n.edit), ("why", n.rationale),
+                      ("flags", " ".join((n.flags or {}).get("extra") or ()))):
+        if val:
+            out.append(f"{name}: {val}")
+    res, pres = _resources(e), _resources(pe)
+    parts = []
+    for key, name, unit in (("registers", "registers", ""), ("spills", "spills", " bytes"),
+                            ("smem_static", "shared memory", " bytes")):
+        get = (lambda r: (r.get("spill_stores") or 0) + (r.get("spill_loads") or 0) if r else None) \
+            if key == "spills" else (lambda r, k=key: r.get(k))
+        v, pv = get(res), get(pres)
+        if v is None:
+            continue
+        parts.append(f"{name} {pv} → {v}{unit}" if parent and pv is not None and pv != v else f"{name} {v}{unit}")
+    if parts:
+        out.append(("resources vs parent: " if parent else "resources: ") + ", ".join(parts))
+    table = metric_table(pe.get("metrics"), e.get("metrics")) if parent else []
+    if table:
+        out += [f"metrics that changed most vs parent (top {MAX_TABLE}):", *table]
+    elif e.get("metrics"):
+        out.append(f"metrics: {len(e['metrics'])} recorded (--raw lists them)")
+    out.append(format_sanitize((e.get("result") or {}).get("sanitize")))
+    if parent:
+        diff = source_diff(store.source(parent.source_hash), store.source(n.source_hash),
+                           f"node {parent.id}", f"node {n.id}")
+        out += ["", f"--- diff vs parent node {parent.id}", diff.rstrip("\n") if diff else "(same source)"]
+    else:
+        out += ["", f"--- source {n.source_hash[:12]}", store.source(n.source_hash).rstrip("\n")]
+    if n.proposal_id is not None:
+        for p in store.proposals(proposal_id=n.proposal_id):
+            out += _call_lines(p, "the proposer call behind it")
+    return "\n".join(out) + "\n"
+
+
+def _call_lines(p: dict, what: str) -> list[str]:
+    """A proposer call (an LLM exchange): who, tokens, time and the answer."""
+    lines = ["", f"--- {what}: proposal {p['id']} from {p['proposer'] or '-'} / {p['model'] or '-'}:"
+                 f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
+    if p["error"]:
+        lines.append(f"error: {p['error']}")
+    if p["raw_answer"]:
+        lines.append(p["raw_answer"].rstrip("\n"))
+    return lines
+
+
+def format_node_raw(store: TraceStore, node_id: int) -> str:
     """One candidate in full: where it sits, its source, its evaluation and logs, its proposals."""
     n: Node = store.node(node_id)
     e = store.evaluation(node_id)
@@ -176,22 +286,13 @@ def format_node(store: TraceStore, node_id: int) -> str:
             out += ["--- build log", e["build_log"].rstrip("\n")]
         if e["raw_ncu_csv"]:
             out.append(f"raw ncu csv: {len(e['raw_ncu_csv'].splitlines())} lines (in the database)")
-    def call(p: dict, what: str) -> list[str]:
-        lines = ["", f"--- {what}: proposal {p['id']} from {p['proposer'] or '-'} / {p['model'] or '-'}:"
-                     f" {p['tokens_in'] or 0} in, {p['tokens_out'] or 0} out tokens, {fmt_value('s', p['latency_s'])} s"]
-        if p["error"]:
-            lines.append(f"error: {p['error']}")
-        if p["raw_answer"]:
-            lines.append(p["raw_answer"].rstrip("\n"))
-        return lines
-
     if n.proposal_id is not None:
         for p in store.proposals(proposal_id=n.proposal_id):
-            out += call(p, "the proposer call behind it")
+            out += _call_lines(p, "the proposer call behind it")
     made = store.proposals(node_id=node_id)
     for p in made:
         if p.get("kind") != "attempt":
-            out += call(p, "made from this node")
+            out += _call_lines(p, "made from this node")
     failed = [p for p in made if p.get("kind") == "attempt"]
     if failed:
         out += ["", "--- tried from this node without a new candidate:"]

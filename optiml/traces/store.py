@@ -95,26 +95,54 @@ def _node(row: dict) -> Node:
 
 
 class TraceStore:
-    """One SQLite trace database (WAL, foreign keys on, busy timeout), migrated on open."""
+    """One SQLite trace database (WAL, foreign keys on, busy timeout), migrated on open.
+
+    ``read_only``: for viewing. The file is opened with ``mode=ro`` and never migrated nor
+    written: a database whose schema is older than this code is a UserError naming
+    ``optiml upgrade``. When no writer has the database open (no ``-wal`` file beside it) it is
+    opened ``immutable``, so that viewing creates no ``-wal``/``-shm`` files and works in a
+    read-only folder; while a writer is at work its ``-wal`` is read as SQLite reads it."""
 
     def __init__(self, path: str | os.PathLike | None = None, *, create: bool = True,
-                 timeout_s: float = 10.0):
+                 timeout_s: float = 10.0, read_only: bool = False):
         self.path = Path(path) if path is not None else default_db_path()
-        if not create and not self.path.is_file():
+        self.read_only = read_only
+        self.migrated: list[str] = []
+        if (read_only or not create) and not self.path.is_file():
             raise UserError(f"{self.path}: no trace database here (pass --db or set {DB_ENV}).")
         try:
-            conn = sqlite3.connect(str(self.path), timeout=timeout_s)
+            if read_only:
+                wal = Path(f"{self.path}-wal").exists()
+                uri = f"{self.path.resolve().as_uri()}?mode=ro" + ("" if wal else "&immutable=1")
+                conn = sqlite3.connect(uri, uri=True, timeout=timeout_s)
+            else:
+                conn = sqlite3.connect(str(self.path), timeout=timeout_s)
         except sqlite3.OperationalError as e:
             raise self._user_error(e) from None
         self.db = Database(conn)
         with self._errors():
             conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            if read_only:
+                self._check_schema()
+                return
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            if migrations.pending(self.db):
-                logger.info("{}: applying {} migration(s)", self.path, len(migrations.pending(self.db)))
+            pending = [m.name for m in migrations.pending(self.db)]
+            if pending:
+                logger.info("{}: applying {} migration(s)", self.path, len(pending))
                 migrations.apply(self.db)
+            self.migrated = pending      # the migrations this open applied (`optiml upgrade` reports them)
+
+    def _check_schema(self) -> None:
+        """A read-only database must already have every migration this code knows."""
+        if not migrations.applied(self.db):
+            self.close()
+            raise UserError(f"{self.path}: not an optiml trace database (it has none of optiml's tables).")
+        if migrations.pending(self.db):
+            self.close()
+            raise UserError(f"{self.path}: the trace database was written by an older optiml;"
+                            f" run `optiml upgrade --db {self.path}` to bring its schema up to date.")
 
     # ------------------------------------------------------------------ plumbing
     def _user_error(self, e: Exception) -> Exception:
@@ -208,6 +236,13 @@ class TraceStore:
     def set_run_budget(self, run_id: int, budget: int) -> None:
         with self._write():
             self.db.execute("UPDATE runs SET budget = ?, updated_at = ? WHERE id = ?", (budget, _now(), run_id))
+
+    def latest_run_id(self) -> int:
+        """The newest run's id (a UserError when there is none)."""
+        row = self._one("SELECT MAX(id) AS id FROM runs")
+        if row is None or row["id"] is None:
+            raise UserError(f"{self.path}: no runs recorded yet (start one with `optiml optimize`).")
+        return row["id"]
 
     def runs(self) -> list[dict]:
         """All runs, newest first, with candidate counts, the seed's and the best time."""
