@@ -138,7 +138,12 @@ def main() -> int:
     ap.add_argument("--clocks", default="base", help="comma-separated --clock-control values")
     ap.add_argument("--caches", help="comma-separated --cache-control values")
     ap.add_argument("--each-metric", action="store_true", help="one ncu per requested metric")
+    ap.add_argument("--arch", help="nvcc architecture, e.g. sm_90 (default: the GPU's)")
     a = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from throughput import gpu_arch
+
+    os.environ["OPTIML_ARCH"] = gpu_arch("bench/eval_probe.py", a.arch or os.environ.get("OPTIML_ARCH"))
     from optiml.gpus import visible_gpus
 
     name = dict(visible_gpus()).get(a.device, "")

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 EXAMPLES = ("transpose_naive", "reduce_sum")
+ARCH = ["sm_90"]        # set from --arch or the GPU in main()
 
 
 def kernel(example: str) -> Path:
@@ -40,7 +41,7 @@ def optiml(*args: str) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def sanitize_eval(example: str) -> dict:
-    wall, p = optiml("eval", str(kernel(example)), "--sanitize", "--no-time", "--json")
+    wall, p = optiml("eval", str(kernel(example)), "--arch", ARCH[0], "--sanitize", "--no-time", "--json")
     if p.returncode != 0:
         return {"example": example, "error": (p.stderr or p.stdout).strip()[-300:]}
     out = json.loads(p.stdout)
@@ -52,7 +53,7 @@ def optimize(example: str, mode: str, budget: int, tmp: Path) -> dict:
     from optiml.traces.store import TraceStore
 
     db, out = tmp / f"{example}-{mode}-{time.time_ns()}.db", tmp / f"{example}-{mode}.cu"
-    wall, p = optiml("-v", "optimize", str(kernel(example)), "--budget", str(budget), "--sanitize", mode,
+    wall, p = optiml("-v", "optimize", str(kernel(example)), "--arch", ARCH[0], "--budget", str(budget), "--sanitize", mode,
                      "--db", str(db), "--output", str(out), "--seed", "0")
     row = {"example": example, "mode": mode, "wall_s": round(wall, 2), "rc": p.returncode}
     import re
@@ -87,7 +88,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--example", action="append", help="an example under examples/ (default: %s)" % ", ".join(EXAMPLES))
     ap.add_argument("--no-eval", action="store_true", help="skip the per-example `optiml eval --sanitize`")
+    ap.add_argument("--arch", help="nvcc architecture, e.g. sm_90 (default: the GPU's)")
     args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from throughput import gpu_arch
+
+    args.arch = ARCH[0] = gpu_arch("bench/sanitize_cost.py", args.arch)
     examples = args.example or list(EXAMPLES)
     record: dict = {"budget": args.budget}
     if not args.no_eval:

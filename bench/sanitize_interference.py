@@ -41,14 +41,19 @@ def loop(cmds: list[list[str]], stop: threading.Event, count: list[int]) -> None
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--arch", help="nvcc architecture, e.g. sm_90 (default: the GPU's)")
     args = ap.parse_args()
-    from optiml.build import NvccBuilder, detect_arch
+    sys.path.insert(0, str(ROOT / "bench"))
+    from throughput import gpu_arch
+
+    args.arch = gpu_arch("bench/sanitize_interference.py", args.arch)
+    from optiml.build import NvccBuilder
     from optiml.gpus import gpu_facts
     from optiml.profiler.ncu import NcuProfiler, find_ncu
     from optiml.verify.sanitizer import TOOLS, find_sanitizer
 
     src = (ROOT / "examples/transpose_naive/transpose_naive.cu").read_text()
-    b = NvccBuilder(detect_arch()).build(src, ("-O3",))
+    b = NvccBuilder(args.arch).build(src, ("-O3",))
     sym = next(iter(b.symbols.values()))
     ncu, san = find_ncu(), find_sanitizer()
     metrics, _ = NcuProfiler().metric_list(gpu_facts()[0] or "")

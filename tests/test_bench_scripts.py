@@ -23,6 +23,7 @@ NO_GPU_RUNS = [
     ["bench/event_loop_check.py", "examples/transpose_naive/transpose_naive.cu"],
     ["bench/event_loop_check.py", "examples/transpose_naive/transpose_naive.cu", "--arch", "sm_90"],
     ["bench/ncu_two_gpus.sh"], ["bench/ncu_two_gpus.sh", "--arch", "sm_90"],
+    ["bench/eval_probe.py"], ["bench/sanitize_cost.py", "--arch", "sm_90"], ["bench/sanitize_interference.py"],
 ]
 
 
