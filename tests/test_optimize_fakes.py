@@ -1,0 +1,96 @@
+"""`run_optimize` start to end on this CPU machine: real nvcc builds and a real trace store, with
+FAKE GPU parts (a fake GPU worker whose median is set by the candidate's BLOCK, a fake
+compute-sanitizer that finds a BLOCK under 64 unsafe, no profiler). It checks optiml's own wiring (the
+search, the background sanitizer's verdicts, the final step, the file written and its header);
+none of it is GPU behaviour."""
+import pytest
+
+from optiml.app.optimize import OptimizeOptions, run_optimize
+from optiml.traces.store import TraceStore
+from optiml.verify.harness import HarnessResult, TimingResult
+from optiml.verify.sanitizer import SanitizeResult
+from tests.fakes import FakeHarness
+from tests.test_spec import KERNEL, SPEC, write
+
+
+class FakeBlockWorker(FakeHarness):
+    """A fake GPU worker: verifies everything, median BLOCK / 100 ms (the baseline's likewise)."""
+
+    def __init__(self, device=0, timeout_s=120.0):
+        self.device = device
+
+    def run(self, job, lend=None):
+        def timing(kb):
+            ms = kb.constants["BLOCK"] / 100
+            return TimingResult(ms, ms, ms, ms, ms, ms, 0.0, 10, 3, 1, True)
+        return HarnessResult("ok", timing=timing(job.candidate),
+                             baseline_timing=timing(job.baseline) if job.baseline is not None else None)
+
+
+class FakeSanitizer:
+    """A fake compute-sanitizer: a BLOCK under ``under`` writes past the end (unsafe); the rest are clean."""
+    jobs: list = []
+    under = 64
+
+    def __init__(self, *a, **kw):
+        pass
+
+    def sanitize(self, job, gpu_lock=None, cancel=None):
+        block = job.candidate.constants["BLOCK"]
+        FakeSanitizer.jobs.append(block)
+        if block < FakeSanitizer.under:
+            return SanitizeResult("unsafe", "memcheck: Invalid __global__ write of size 4 bytes", tools=())
+        return SanitizeResult("clean", "passed memcheck", tools=("memcheck",), wall_s=0.01)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    import optiml.gpus as gpus
+    import optiml.verify.sanitizer as sanitizer
+    import optiml.verify.worker_client as worker_client
+
+    monkeypatch.setattr(gpus, "require_gpu", lambda command: None)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [(0, "FAKE GPU")])
+    monkeypatch.setattr(gpus, "gpu_facts", lambda: ("FAKE GPU", "0.0"))
+    monkeypatch.setattr(worker_client, "WorkerHarness", FakeBlockWorker)
+    monkeypatch.setattr(sanitizer, "Sanitizer", FakeSanitizer)
+    monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 0.0)
+    FakeSanitizer.jobs = []
+
+
+@pytest.mark.parametrize("under", [64, 128])
+def test_optimize_end_to_end_with_fake_gpu_parts(tmp_path, fake_gpu, under):
+    """With 128 the two fastest (32, then 64) are unsafe: the search settles on 32's verdict, the
+    final step finds 64 unsafe too and writes the seed (BLOCK 128)."""
+    FakeSanitizer.under = under
+    kernel, _ = write(tmp_path, SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }"), KERNEL)
+    lines = []
+    result = run_optimize(OptimizeOptions(kernel=kernel, budget=6, profile=False, db=tmp_path / "t.db",
+                                          arch="sm_90", parallel=2, build_jobs=1),
+                          on_candidate=lines.append)
+    text = result.output.read_text()
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        final = store.run(result.run_id)["result"]
+        node = store.node(final["best_node"])
+        assert text.endswith(store.source(node.source_hash))
+        unsafe = [n for n in store.nodes(result.run_id) if (store.evaluation(n.id) or {}).get("status") == "unsafe"]
+    assert final["status"] == "ok" and final["sanitize"]["status"] == "clean"
+    assert f"// optiml: run {result.run_id}, node {node.id}" in text and "nvcc -arch=sm_90 -O3" in text
+    assert f"{final['speedup']:.2f}x" in text and "timed interleaved with the seed" in text
+    assert f"#define BLOCK {under}" in text                # the fastest safe one (32 was faster, and unsafe)
+    assert [b for b in FakeSanitizer.jobs if b < under] and unsafe    # the unsafe best was found out and stored so
+    if under == 128:
+        assert sorted(FakeSanitizer.jobs)[:2] == [32, 64] and len(unsafe) == 2
+    assert len(lines) == result.evaluations + 1 and lines[-1].done == result.evaluations + 1
+
+
+def test_optimize_of_an_unsafe_seed_writes_nothing(tmp_path, fake_gpu):
+    from optiml.errors import UserError
+
+    kernel, _ = write(tmp_path, SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }"),
+                      KERNEL.replace("BLOCK 128", "BLOCK 32"))
+    out = tmp_path / "best.cu"
+    with pytest.raises(UserError, match="no safe kernel to write"):
+        run_optimize(OptimizeOptions(kernel=kernel, budget=1, profile=False, db=tmp_path / "t.db", arch="sm_90",
+                                     parallel=1, build_jobs=1, output=out, time_limit_s=0.0))
+    assert not out.exists()
