@@ -249,3 +249,14 @@ def test_eval_and_optimize_say_the_same_template_sentence_as_build(tmp_path):
     prep = Preparer(spec, src, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
     kb, ev = prep.build(Candidate(src))
     assert kb is None and ev.status == "compile_error" and "instantiated 2 times" in ev.message, ev.message
+
+
+def test_doctor_strict_does_not_count_the_optional_libraries(monkeypatch):
+    import optiml.cli.doctor as doctor
+
+    rows = [("nvcc", True, "x"), ("torch", False, "not installed; optional: only for Python references that use it"),
+            ("cupy", False, "not installed; optional: only for Python references that use it")]
+    monkeypatch.setattr(doctor, "checks", lambda: rows)
+    assert run("doctor", "--strict").exit_code == 0
+    monkeypatch.setattr(doctor, "checks", lambda: rows + [("GPUs", False, "none found")])
+    assert run("doctor", "--strict").exit_code == 1
