@@ -113,9 +113,45 @@ def test_register_limited_occupancy_raises_launch_bounds_and_caps():
     assert limited["__launch_bounds__(BLOCK * BLOCK)"] > plain["__launch_bounds__(BLOCK * BLOCK)"]
     assert limited["flag -maxrregcount=64"] > plain["flag -maxrregcount=64"]
     assert "flag -maxrregcount=128" not in limited          # not below the current 80 registers
-    fast = next(p for p in RulesProposer().propose(node("sgemm_naive"), 50, random.Random(0))
+    fast = next(p for p in RulesProposer().propose(node("softmax_rows"), 50, random.Random(0))
                 if p.edit == "flag -use_fast_math")
     assert fast.flags == ("-use_fast_math",) and "tolerance" in fast.rationale
+
+
+def test_fast_math_only_where_the_code_divides_or_calls_transcendentals():
+    """A GEMM's multiply-adds: nothing for -use_fast_math to change; softmax's expf and division: worth a try."""
+    from optiml.edits.transforms import fast_math_matters
+
+    edits = lambda ex: {p.edit for p in RulesProposer().propose(node(ex), 100, random.Random(0))}  # noqa: E731
+    assert "flag -use_fast_math" not in edits("sgemm_naive") and "flag -use_fast_math" in edits("softmax_rows")
+    assert not fast_math_matters("y[i] = a * x[i] + b; // a / b, expf(x)\n/* sqrtf(y) */")
+    assert all(fast_math_matters(s) for s in ("y = x / s;", "y /= s;", "y = __expf(x);", "y = rsqrtf(x);",
+                                              "y = tanhf(x);", "y = pow(x, 2.0);"))
+
+
+def test_an_edit_family_that_failed_on_the_path_is_less_likely_below():
+    """Two BLOCK changes that failed verification above this node: BLOCK changes are worth 0.4 ** 2 of
+    what they were; a flag tried above that gained nothing is not tried again; one that gained is."""
+    from optiml.edits.rules import FAILED_FAMILY, family
+
+    assert family("BLOCK 128 -> 256") == family("BLOCK 64 -> 32") == "tune BLOCK" != family("TILE 16 -> 32")
+    assert family("flag -maxrregcount=64") == family("flag -maxrregcount=32") == "flag -maxrregcount"
+    fresh = {p.edit: p.prior for p in RulesProposer().propose(node("transpose_naive"), 100, random.Random(0))}
+    failed = (Attempt("BLOCK_X 16 -> 32", "wrong_output"), Attempt("BLOCK_X 16 -> 8", "launch_error"),
+              Attempt("flag -maxrregcount=64", "ok", speedup=1.0))
+    taught = {p.edit: p.prior for p in RulesProposer().propose(
+        node("transpose_naive", inherited=failed), 100, random.Random(0))}
+    tile = [e for e in fresh if e.startswith("BLOCK_X ")]
+    assert tile and all(taught[e] == pytest.approx(fresh[e] * FAILED_FAMILY ** 2) for e in tile)
+    others = [e for e in fresh if not e.startswith(("BLOCK_X ", "flag"))]
+    assert others and all(taught[e] == pytest.approx(fresh[e]) for e in others)
+    regs = {p.edit for p in RulesProposer().propose(node("transpose_naive", resources={"registers": 80},
+                                                          inherited=failed), 100, random.Random(0))}
+    assert not any(e.startswith("flag -maxrregcount") for e in regs)
+    gained = (Attempt("flag -maxrregcount=64", "ok", speedup=1.2),)
+    regs = {p.edit for p in RulesProposer().propose(node("transpose_naive", resources={"registers": 80},
+                                                          inherited=gained), 100, random.Random(0))}
+    assert any(e.startswith("flag -maxrregcount") for e in regs)
 
 
 def test_pragma_unroll_only_on_constant_loops_and_only_once():

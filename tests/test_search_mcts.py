@@ -268,3 +268,15 @@ def test_best_prefers_fewer_edits_within_timing_noise():
     best = search.run()
     assert any(n.edit == "STEP2" and n.status == "ok" for n in search.nodes)
     assert best.path() == ("STEP1",)
+
+
+def test_a_proposer_sees_what_was_tried_above_the_node():
+    """NodeView.inherited: the attempts of the node's ancestors (root first), so a proposer can
+    learn from failures on the path; the edit that made the node is among them."""
+    prop = ScriptedProposer()
+    m = MCTS(ROOT, ReplayEvaluator(), prop, config=SearchConfig(budget=25))
+    m.run()
+    by_source = {n.source: n for n in m.nodes}
+    deep = [v for v in prop.views if by_source[v.source].parent is not None]
+    assert deep and all(any(a.edit == by_source[v.source].edit for a in v.inherited) for v in deep)
+    assert all(v.inherited == () for v in prop.views if by_source[v.source].parent is None)

@@ -9,9 +9,11 @@ gives the same proposals.
 from __future__ import annotations
 
 import math
+import re
 
+from ..status import Category, category
 from .transforms import Transform, all_transforms
-from .types import NodeView, Proposal
+from .types import Attempt, NodeView, Proposal
 
 # base priors by transform kind, before the profile adjusts them
 BASE = {"tune": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
@@ -38,8 +40,57 @@ def conflicts(metrics: dict) -> float:
     return sum(_num(metrics, k) or 0.0 for k in ("smem_ld_bank_conflicts", "smem_st_bank_conflicts"))
 
 
+FAILED_FAMILY = 0.4         # the prior's factor for each failure of the same edit family seen on the path
+NO_GAIN = 1.02              # a flag tried above this node that gained less than this is not tried again below
+_TUNE_EDIT = re.compile(r"^(\w+) -?\d+ -> -?\d+$")
+_RUNTIME_FAILURES = {Category.WRONG, Category.CRASH}
+
+
+def family(edit: str) -> str:
+    """The family of an edit: the transform kind and its parameter (``BLOCK 128 -> 256`` and
+    ``BLOCK 64 -> 32`` are one family, ``tune BLOCK``; a flag is its own family, its value aside)."""
+    m = _TUNE_EDIT.match(edit.strip())
+    if m:
+        return f"tune {m.group(1)}"
+    words = edit.split()
+    if words[:1] == ["flag"] and len(words) > 1:
+        return "flag " + words[1].split("=")[0]
+    return " ".join(words[:2])
+
+
+def _seen(node: NodeView) -> list[Attempt]:
+    return list(node.inherited) + list(node.attempts)
+
+
+def _memory_bound(m: dict) -> bool:
+    mem, sm = _num(m, "memory_throughput_pct"), _num(m, "sm_throughput_pct")
+    return mem is not None and sm is not None and mem >= 60 and sm < 40
+
+
 def prior(t: Transform, node: NodeView) -> float | None:
-    """The prior of one transform for ``node``; None means: do not propose it at all."""
+    """The prior of one transform for ``node``; None means: do not propose it at all.
+
+    Learning from the path: each time an edit of the same family (:func:`family`) failed
+    verification, faulted or timed out from this node or an ancestor, the prior is multiplied by
+    :data:`FAILED_FAMILY`; a flag already tried above this node that gained less than
+    :data:`NO_GAIN` is not proposed again below it; ``-use_fast_math`` is worth less on a
+    memory-bound profile."""
+    p = _prior(t, node)
+    if p is None:
+        return None
+    fam = family(t.edit)
+    seen = [a for a in _seen(node) if family(a.edit) == fam]
+    if t.kind == "flag" and any(a in node.inherited and category(a.status) is Category.OK and
+                                (a.speedup or 0.0) < NO_GAIN for a in seen):
+        return None
+    fails = sum(1 for a in seen if category(a.status) in _RUNTIME_FAILURES)
+    p *= FAILED_FAMILY ** fails
+    if t.edit == "flag -use_fast_math" and _memory_bound(node.metrics or {}):
+        p *= 0.3
+    return p
+
+
+def _prior(t: Transform, node: NodeView) -> float | None:
     m = node.metrics or {}
     regs_limited = "registers" in _limiters(m)
     p = BASE.get(t.kind, 0.2)

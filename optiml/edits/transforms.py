@@ -413,10 +413,24 @@ def add_launch_bounds(source: str, entry: str = "", threads: int | None = None,
 
 
 # ----------------------------------------------------------------------------- 6. build flags
+_FAST_MATH_WORK = re.compile(
+    r"(?<![/*])/(?![/*=])|/=|\b(?:__)?(?:sqrt|rsqrt|cbrt|exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|sin|cos|tan|"
+    r"sincos|asin|acos|atan|atan2|sinh|cosh|tanh|erf|erfc|fdivide|frcp|fsqrt|fdiv|frsqrt)f?(?:_r[nzud])?\s*\(")
+
+
+def fast_math_matters(source: str) -> bool:
+    """Whether ``-use_fast_math`` can change the code: a division, a square root or a
+    transcendental call in it (comments aside). Without one it only changes denormal handling."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    code = "\n".join(ln for ln in code.splitlines() if not ln.lstrip().startswith("#include"))
+    return bool(_FAST_MATH_WORK.search(code))
+
+
 def flag_variants(source: str, flags: tuple[str, ...] = (), registers: int | None = None) -> list[Transform]:
-    """``-use_fast_math``, and ``-maxrregcount=N`` caps below the current register count."""
+    """``-use_fast_math`` (where the code divides, takes roots or calls transcendentals), and
+    ``-maxrregcount=N`` caps below the current register count."""
     out = []
-    if not any(f.lstrip("-") == "use_fast_math" for f in flags):
+    if not any(f.lstrip("-") == "use_fast_math" for f in flags) and fast_math_matters(source):
         out.append(Transform("flag", source, "flag -use_fast_math",
                              "fast approximate transcendentals, division and flush-to-zero; kept only "
                              "if the outputs still pass the task's tolerances (verification decides).",

@@ -26,6 +26,7 @@ class NodeView:
     resources: dict = field(default_factory=dict)     # ptxas: registers, smem_static, spills...
     attempts: tuple[Attempt, ...] = ()
     task: str = ""                                    # a description of the task (spec summary)
+    inherited: tuple[Attempt, ...] = ()               # what was tried from its ancestors (root first)
 
 
 @dataclass(frozen=True)

@@ -357,10 +357,14 @@ class MCTS:
         return max(choice, key=puct)     # max keeps the first (oldest) of equals
 
     def view(self, node: Node) -> NodeView:
+        inherited, up = [], node.parent
+        while up is not None:
+            inherited[:0] = up.attempts()
+            up = up.parent
         return NodeView(source=node.source, flags=node.flags, entry=self.entry, metrics=node.metrics,
                         diagnosis=node.diagnosis, median_ms=node.median_ms,
                         resources=dict(node.result.resources), attempts=node.attempts(),
-                        task=self.task)
+                        task=self.task, inherited=tuple(inherited))
 
     def _expand(self, node: Node) -> bool:
         call = node.calls
