@@ -210,3 +210,38 @@ def test_a_huge_include_tree_is_cut_at_the_limit_with_one_warning(tmp_path, monk
         logger.remove(sink)
         logger.disable("optiml")
     assert sum("more than 5 included files" in s for s in seen) == 1
+
+
+def test_code_digest_sees_the_code_not_the_notes(builder, tmp_path):
+    """Comments, a dead const and -lineinfo leave the code digest alone; a changed constant, a
+    changed flag that changes code and a different kernel do not. Not an ELF cubin: None."""
+    from optiml.cubin import code_digest
+
+    src = ("#define F 2.0f\n__global__ void k(float* __restrict__ x, int n) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = sinf(x[i]) * F; }\n")
+    digest = lambda s, flags=("-O3",): code_digest(builder.build(s, flags).cubin_path)
+    base = digest(src)
+    assert base is not None and len(base) == 64
+    assert digest("// nothing\n" + src) == base
+    assert digest(src, ("-O3", "-lineinfo")) == base
+    assert digest(src.replace("2.0f", "3.0f")) != base
+    assert digest(src, ("-O3", "-use_fast_math")) != base
+    assert digest(src.replace("void k(", "void k2(")) != base
+    junk = tmp_path / "junk.cubin"
+    junk.write_bytes(b"not an elf at all" * 10)
+    assert code_digest(str(junk)) is None and code_digest(str(tmp_path / "missing")) is None
+
+
+def test_code_digest_tells_apart_what_the_code_refers_to(builder):
+    """The same instructions reading another global (a relocation) or a constant with other values
+    are other programs."""
+    from optiml.cubin import code_digest
+
+    src = ("__device__ float a[4] = {1, 2, 3, 4};\n__device__ float b[4] = {1, 2, 3, 4};\n"
+           "__constant__ float c[2] = {1.0f, 2.0f};\n"
+           "__global__ void k(float* x) { x[threadIdx.x] = a[threadIdx.x & 3] * c[threadIdx.x & 1]; }\n")
+    digest = lambda s: code_digest(builder.build(s, ("-O3",)).cubin_path)
+    base = digest(src)
+    assert digest(src.replace("= a[", "= b[")) != base
+    assert digest(src.replace("{1.0f, 2.0f}", "{1.0f, 5.0f}")) != base
+    assert digest(src.replace("{1, 2, 3, 4};\n__device__ float b", "{1, 2, 3, 9};\n__device__ float b")) != base

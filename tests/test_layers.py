@@ -9,7 +9,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "optiml"
 
 SHARED = {"optiml", "optiml.errors", "optiml.status", "optiml.best", "optiml.dtypes", "optiml.expr", "optiml.procs",
-          "optiml.source", "optiml.spec", "optiml.gpus"}
+          "optiml.source", "optiml.spec", "optiml.gpus", "optiml.cubin"}
 # what each unit (a subpackage, or a top-level module) may import besides the shared modules and itself
 MAY_IMPORT = {
     "optiml.build": set(),

@@ -312,3 +312,34 @@ def test_a_candidate_past_the_batch_stage_does_not_hold_a_batch(tmp_path):
             pool._outstanding -= 2
             pool._in_batch -= 1
             pool._live.clear()
+
+
+class CountingHarness(FakeHarness):
+    """A fake GPU worker: ok at 1 ms; counts its jobs."""
+
+    def __init__(self):
+        self.jobs = 0
+
+    def run(self, job, lend=None):
+        self.jobs += 1
+        return HarnessResult("ok", timing=timing(1.0))
+
+
+def test_the_same_compiled_code_reuses_the_finished_evaluation(tmp_path):
+    """A comment and a __restrict__ that change nothing in the cubin: the second candidate takes the
+    first one's evaluation without a GPU job; a real change (a BLOCK, a factor) runs; a job with a
+    baseline never reuses."""
+    harness = CountingHarness()
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    same = "// a comment that changes nothing\n" + KERNEL
+    with Runner(standard_stages(prep), [0], harness_factory=lambda d: harness, build_workers=1,
+                workers_per_gpu=1) as runner:
+        first = runner.evaluate(Candidate(KERNEL))
+        again = runner.evaluate(Candidate(same))
+        assert harness.jobs == 1 and again.ok and again.median_ms == first.median_ms
+        assert again.stage_s.get("reused") == 1.0 and "evaluation is reused" in again.message
+        assert again.build is not None and again.build.key != first.build.key      # its own build
+        other = runner.evaluate(Candidate(KERNEL.replace("BLOCK 128", "BLOCK 256")))
+        assert harness.jobs == 2 and "reused" not in other.stage_s
+        runner.evaluate(Candidate(same), baseline=Candidate(KERNEL))
+        assert harness.jobs == 3

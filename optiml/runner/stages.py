@@ -18,7 +18,7 @@ from loguru import logger
 
 from ..best import MIN_BAND
 from ..profiler.types import Profiler, ProfileResult, ProfileStatus
-from ..status import Status
+from ..status import Category, Status, category
 from ..verify.harness import Harness, HarnessJob, KernelBinary
 from .judge import judge, with_diagnosis
 from .prepare import Preparer
@@ -137,19 +137,52 @@ class BackgroundStage(Stage, Protocol):
 
 
 class BuildStage:
-    """Parse, check the launch, build (and the baseline's build), and make the GPU job."""
+    """Parse, check the launch, build (and the baseline's build), and make the GPU job.
+
+    A search candidate whose compiled code and launches are those of an earlier one
+    (:func:`optiml.cubin.code_digest`: an added ``const``, a comment, a flag that changed nothing)
+    takes that one's finished evaluation instead of a GPU's time, when it ended ``ok`` or wrong
+    (not for a failure of the machinery, nor for a job with a baseline or asked to be sanitized)."""
     name, where, lends_gpu = "build", Where.CPU, False
 
     def __init__(self, prep: Preparer):
         self.prep = prep
+        self._by_code: dict[tuple, Item] = {}
+        self._lock = threading.Lock()
 
     def wants(self, item: Item) -> bool:
+        return True
+
+    def _reused(self, item: Item) -> bool:
+        """Give ``item`` the evaluation of an earlier finished item with the same code, if any."""
+        from ..cubin import code_digest
+
+        if item.baseline is not None or not item.time_it or item.sanitize is not None:
+            return False
+        digest = code_digest(item.kb.cubin_path)
+        if digest is None:
+            return False
+        key = (digest, item.kb.symbol, repr(item.kb.launches), repr(sorted(item.kb.constants.items())))
+        with self._lock:
+            prev = self._by_code.setdefault(key, item)
+        if prev is item or not prev.future.done() or prev.future.exception() is not None:
+            return False
+        done = prev.future.result()
+        if category(done.status) not in (Category.OK, Category.WRONG):
+            return False
+        own = item.ev
+        ev = done.snapshot()
+        ev.build, ev.resources, ev.launch = own.build, own.resources, own.launch
+        ev.stage_s = {k: v for k, v in own.stage_s.items()} | {"reused": 1.0}
+        note = "the same compiled code and launch as an earlier candidate: its evaluation is reused"
+        ev.message = f"{done.message} ({note})" if done.message else note
+        item.ev, item.job = ev, None
         return True
 
     def run(self, items: list[Item], slot: Slot) -> None:
         for item in items:
             item.kb, item.ev = self.prep.build(item.candidate)
-            if item.kb is None:
+            if item.kb is None or self._reused(item):
                 continue
             base_kb = None
             if item.baseline is not None:
