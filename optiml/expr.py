@@ -190,10 +190,22 @@ def _eval_node(node: ast.AST, env: Mapping[str, Number], where: str, text: str):
         return _BINOPS[type(node.op)](a, b)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand, env, where, text))
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP:
-        a = _eval(node.left, env, where, text)
-        b = _eval(node.comparators[0], env, where, text)
-        return int(_CMP[type(node.ops[0])](a, b))
+    if isinstance(node, ast.Compare) and all(type(op) in _CMP for op in node.ops):
+        a = _eval(node.left, env, where, text)      # chained as in Python: a < b <= c
+        for op, right in zip(node.ops, node.comparators):
+            b = _eval(right, env, where, text)
+            if not _CMP[type(op)](a, b):
+                return 0
+            a = b
+        return 1
+    if isinstance(node, ast.BoolOp):                # and / or, short-circuit, as 1 or 0
+        want = isinstance(node.op, ast.Or)
+        for v in node.values:
+            if bool(_eval(v, env, where, text)) == want:
+                return int(want)
+        return int(not want)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return int(not _eval(node.operand, env, where, text))
     if isinstance(node, ast.IfExp):
         cond = _eval(node.test, env, where, text)
         return _eval(node.body if cond else node.orelse, env, where, text)

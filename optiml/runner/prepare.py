@@ -14,7 +14,7 @@ from loguru import logger
 
 from ..build import Builder, entry_problem, own_log
 from ..errors import OptimlError, UserError
-from ..source import SourceInfo, parse_source
+from ..source import SourceInfo
 from ..spec import Launch, TaskSpec, check_expressions
 from ..status import Status
 from ..verify.harness import Case, HarnessJob, KernelBinary
@@ -57,7 +57,7 @@ class Preparer:
         """A launchable binary and its Evaluation so far, or None and the failed Evaluation."""
         t0 = time.perf_counter()
         try:
-            info = parse_source(candidate.source)
+            info = self.spec.source_info(candidate.source)
         except OptimlError as e:
             return None, Evaluation(Status.SOURCE_ERROR, str(e))
         if info.kernel(self.spec.entry) is None:
@@ -65,8 +65,11 @@ class Preparer:
             return None, Evaluation(Status.SOURCE_ERROR, f"the entry kernel {self.spec.entry!r} is not in the source (found: {found}).")
         try:
             launches = self._launches(info)
+            broken = self.spec.tune_problem(candidate.source, info.constants)
         except OptimlError as e:
             return None, Evaluation(Status.LAUNCH_CONFIG_ERROR, str(e))
+        if broken:
+            return None, Evaluation(Status.LAUNCH_CONFIG_ERROR, f"outside the declared tuning space: {broken}.")
         parse_s = time.perf_counter() - t0
         build = self.builder.build(candidate.source, tuple(self.spec.nvcc_flags) + tuple(candidate.flags),
                                    include_dir=self.include_dir, name=candidate.name)

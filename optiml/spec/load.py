@@ -12,8 +12,8 @@ from loguru import logger
 from .. import dtypes as _dt
 from ..errors import ExprError, SpecError, UserError
 from ..expr import show
-from ..source import parse_source
 from .checks import check_against_source, check_expressions
+from .space import check_space, parse_tune
 from .model import (DISTS, MAX_SIZE, MIN_TRIALS, ROLES, ArgSpec, Init, LaunchSpec, Reference, TaskSpec, TimingConfig,
                     Tolerance, VerifyConfig, _fmt, _name)
 
@@ -113,7 +113,9 @@ def load_spec(spec_path: Path, kernel_path: Path | None = None, kernel_source: s
         except (OSError, ValueError) as e:
             raise SpecError(f"{kernel_path}: cannot read the kernel ({getattr(e, 'strerror', None) or e}).") from None
     if kernel_source is not None:
-        check_against_source(spec, parse_source(kernel_source), kernel_path or "kernel")
+        if spec.tune:
+            check_space(spec.tune, kernel_source, spec.entry, spec_path, kernel_path or "the kernel")
+        check_against_source(spec, spec.source_info(kernel_source), kernel_path or "kernel")
     warn_todos(spec_path, text)         # a spec that loads, but still holds guesses
     return spec
 
@@ -135,7 +137,7 @@ def warn_todos(spec_path: Path, text: str) -> None:
 
 def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     r = _Reader(str(spec_path), data)
-    r.check_keys({"kernel", "sizes", "args", "launch", "reference", "tolerance", "counts", "verify", "timing"})
+    r.check_keys({"kernel", "sizes", "args", "launch", "reference", "tolerance", "counts", "verify", "timing", "tune"})
 
     k = r.table("kernel", required=True)
     k.check_keys({"entry", "nvcc_flags"})
@@ -244,10 +246,12 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     if not 1 <= timing.min_reps <= timing.max_reps:
         raise tm.err("min_reps", "must be at least 1 and not above timing.max_reps.")
 
+    tune = parse_tune(data["tune"], str(spec_path)) if "tune" in data else None
+
     spec = TaskSpec(path=spec_path, entry=entry, args=args, timing_sizes=timing_sizes,
                     verify_sizes=verify_sizes, launch=launch, reference=reference,
                     tolerances=tolerances, nvcc_flags=tuple(flags), flops=flops, bytes=nbytes,
-                    verify=verify, timing=timing, raw=data)
+                    verify=verify, timing=timing, tune=tune, raw=data)
     try:
         check_expressions(spec)
     except ExprError as e:          # the loader raises SpecError alone, as check_against_source does

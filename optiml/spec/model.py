@@ -10,7 +10,8 @@ from .. import dtypes as _dt
 from .. import expr as _expr
 from ..errors import SpecError
 from ..expr import show
-from ..source import SourceInfo
+from ..source import SourceInfo, parse_source
+from .space import TuneSpace, tune_constants
 
 ROLES = ("input", "output", "inout", "scalar")
 DISTS = ("normal", "uniform", "integers", "constant")
@@ -121,6 +122,7 @@ class TaskSpec:
     bytes: Any = None
     verify: VerifyConfig = VerifyConfig()
     timing: TimingConfig = TimingConfig()
+    tune: TuneSpace | None = None      # the declared tuning space ([tune]), if any
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     def tolerance(self, dtype: str) -> Tolerance:
@@ -148,6 +150,23 @@ class TaskSpec:
         lines.append("reference: " + ("the original kernel's outputs" if self.reference.kind == "seed"
                                        else "a Python reference implementation"))
         return "\n".join(lines)
+
+    def source_info(self, source: str) -> SourceInfo:
+        """The source's kernels, constants and launch comment, with the values of the declared
+        tunables that are template arguments among the constants (so expressions can use them)."""
+        info = parse_source(source)
+        for name, value in tune_constants(source, self.entry, self.tune).items():
+            info.constants.setdefault(name, value)
+        return info
+
+    def tune_problem(self, source: str, constants: Mapping | None = None) -> str | None:
+        """Why ``source``'s point of the declared space breaks a restriction (None when it does not,
+        or when there is no space)."""
+        if not self.tune or not self.tune.restrictions:
+            return None
+        consts = self.source_info(source).constants if constants is None else constants
+        point = {n: consts[n] for n in self.tune.names if n in consts}
+        return self.tune.violated(point, self.all_size_sets, consts)
 
     @property
     def all_size_sets(self) -> list[dict[str, int]]:

@@ -1,0 +1,60 @@
+"""The [tune] table: declared names found as macros, constexprs and template arguments; the launch
+using them; restrictions; one sentence for each mistake."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from optiml.errors import SpecError
+from optiml.spec import load_spec
+from optiml.spec.space import apply_point, find_sites, parse_tune, read_point
+
+DATA = Path(__file__).parent / "data" / "kernels"
+MM = (DATA / "mm_template.cu").read_text()
+
+
+def test_a_template_argument_of_the_entrys_call_is_a_tunable():
+    spec = load_spec(DATA / "mm_template.toml", DATA / "mm_template.cu")
+    assert spec.tune.names == ("block_size",) and spec.tune.values("block_size") == (8, 16, 32)
+    assert read_point(MM, "product_bs16", spec.tune) == {"block_size": 16}
+    assert read_point(MM, "product_bs8", spec.tune) == {"block_size": 8}
+    launch = spec.resolve_launch(spec.timing_sizes, spec.source_info(MM))
+    assert launch.block == (16, 16, 1) and launch.grid == (64, 64, 1)
+    moved = apply_point(MM, "product_bs16", {"block_size": 32})
+    assert "tiled_product<32, size_t>" in moved and "tiled_product<8, size_t>" in moved     # only the entry's call
+    assert spec.resolve_launch(spec.timing_sizes, spec.source_info(moved)).block == (32, 32, 1)
+    assert spec.tune_problem(moved) is None
+    assert "does not hold" in spec.tune_problem(apply_point(MM, "product_bs16", {"block_size": 64}))
+
+
+def test_defines_constexprs_and_explicit_instantiations():
+    src = ("#define BX 16\nconstexpr int BY = 4;\ntemplate <int W> __global__ void k(float* x) { x[0] = W * BX * BY; }\n"
+           "template __global__ void k<8>(float*);\n")
+    sites = find_sites(src, "k", ["BX", "BY", "W", "Z"])
+    assert [s.kind for s in sites["BX"]] == ["define"] and [s.kind for s in sites["BY"]] == ["constexpr"]
+    assert [s.value for s in sites["W"]] == [8] and sites["Z"] == []
+    out = apply_point(src, "k", {"BX": 32, "BY": 2, "W": 16})
+    assert "#define BX 32" in out and "BY = 2;" in out and "k<16>(float*)" in out
+
+
+@pytest.mark.parametrize("table, words", [
+    ({"B": []}, "non-empty list"),
+    ({"B": [1, 2.5]}, "integers only"),
+    ({"B": [1, 1]}, "a value twice"),
+    ({"B": [1], "restrictions": 3}, "list of expressions"),
+    ({"B": [1], "restrictions": ["N > 1"]}, "names none of the tunables"),
+    ({"restrictions": ["B > 1"]}, "names no tunable"),
+    ({"1B": [1]}, "C identifier"),
+])
+def test_a_bad_tune_table_is_one_sentence(table, words):
+    with pytest.raises(SpecError, match=words):
+        parse_tune(table, "k.toml")
+
+
+def test_a_declared_name_missing_from_the_kernel_is_refused(tmp_path):
+    for f in ("mm_template.cu", "mm_template.toml"):
+        shutil.copy(DATA / f, tmp_path / f)
+    spec = tmp_path / "mm_template.toml"
+    spec.write_text(spec.read_text().replace("block_size = [8, 16, 32]", "block_size = [8, 16, 32]\nTILE = [1, 2]"))
+    with pytest.raises(SpecError, match=r"tune.TILE: .* has no #define, constexpr or template argument"):
+        load_spec(spec, tmp_path / "mm_template.cu")
