@@ -142,7 +142,8 @@ class BuildStage:
     A search candidate whose compiled code and launches are those of an earlier one
     (:func:`optiml.cubin.code_digest`: an added ``const``, a comment, a flag that changed nothing)
     takes that one's finished evaluation instead of a GPU's time, when it ended ``ok`` or wrong
-    (not for a failure of the machinery, nor for a job with a baseline or asked to be sanitized)."""
+    (not for a failure of the machinery, nor for a job with a baseline or asked to be sanitized, nor
+    for the very same build asked again: that is a request to measure it again)."""
     name, where, lends_gpu = "build", Where.CPU, False
 
     def __init__(self, prep: Preparer):
@@ -168,6 +169,8 @@ class BuildStage:
         if prev is item or not prev.future.done() or prev.future.exception() is not None:
             return False
         done = prev.future.result()
+        if done.build is not None and item.ev.build is not None and done.build.key == item.ev.build.key:
+            return False                 # the very same build asked again: measured again, as asked
         if category(done.status) not in (Category.OK, Category.WRONG):
             return False
         own = item.ev
