@@ -12,11 +12,12 @@ import math
 import re
 
 from ..status import Category, category
+from .space import SpaceMoves, priors
 from .transforms import Transform, all_transforms
 from .types import Attempt, NodeView, Proposal
 
 # base priors by transform kind, before the profile adjusts them
-BASE = {"tune": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
+BASE = {"tune": 0.5, "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
         "launch_bounds": 0.25, "flag": 0.2}
 
 
@@ -115,18 +116,30 @@ def _prior(t: Transform, node: NodeView) -> float | None:
 
 
 class RulesProposer:
-    """Catalogue of safe transformations, ranked by the node's diagnosis."""
+    """Catalogue of safe transformations, ranked by the node's diagnosis.
 
-    def __init__(self, name: str = "rules", threads: int | None = None):
+    With a declared tuning space (``space``, the spec's ``[tune]``; ``size_sets`` for its
+    restrictions) its names move only within their lists, ranked by what the whole search has
+    measured (:mod:`optiml.edits.space`), and no other integer constant is tuned; the other
+    transforms stay (``space_only`` leaves them out, as a replay of a recorded space needs)."""
+
+    def __init__(self, name: str = "rules", threads: int | None = None, space=None, size_sets=(),
+                 space_only: bool = False):
         self.name = name
         self.threads = threads          # threads per block, when the caller knows it (spec launch)
+        self.space, self.size_sets, self.space_only = space, tuple(size_sets), space_only
+        self._moves: dict[str, SpaceMoves] = {}
 
     def candidates(self, node: NodeView) -> list[Proposal]:
-        """Every new proposal for ``node`` with its prior, in canonical (edit) order."""
+        """Every new proposal for ``node`` with its prior, in canonical (edit) order (the declared
+        space's moves aside: :meth:`space_moves`)."""
+        if self.space and self.space_only:
+            return []
         regs = (node.resources or {}).get("registers")
         tried = {a.edit for a in node.attempts}
         out = []
-        for t in all_transforms(node.source, node.entry, tuple(node.flags), regs, self.threads):
+        for t in all_transforms(node.source, node.entry, tuple(node.flags), regs, self.threads,
+                                auto_tune=not self.space):
             if t.edit in tried:
                 continue
             p = prior(t, node)
@@ -136,8 +149,30 @@ class RulesProposer:
                                 rationale=t.rationale, prior=p, proposer=self.name))
         return sorted(out, key=lambda p: p.edit)
 
+    def space_moves(self, node: NodeView) -> list[tuple[dict, str, float]]:
+        """(changes, edit, prior) of the declared space's moves from ``node``, in canonical order."""
+        if not self.space:
+            return []
+        moves = self._moves.get(node.entry)
+        if moves is None:
+            moves = self._moves[node.entry] = SpaceMoves(self.space, node.entry, self.size_sets)
+        tried = {a.edit for a in node.attempts}
+        found = [m for m in moves.moves(node) if m[1] not in tried]
+        ps = priors([score for _, _, score in found])
+        return sorted(((ch, edit, BASE["space"] * p) for (ch, edit, _), p in zip(found, ps)), key=lambda m: m[1])
+
     def propose(self, node: NodeView, k: int, rng) -> list[Proposal]:
-        cands = self.candidates(node)
+        cands: list = self.candidates(node) + self.space_moves(node)
         keys = [rng.random() for _ in cands]           # tie-breaks, reproducible from the seed
-        ranked = sorted(zip(cands, keys), key=lambda ck: (-round(ck[0].prior, 9), ck[1]))
-        return [c for c, _ in ranked[:max(k, 0)]]
+        prior_of = lambda c: c.prior if isinstance(c, Proposal) else c[2]
+        ranked = sorted(zip(cands, keys), key=lambda ck: (-round(prior_of(ck[0]), 9), ck[1]))
+        out = []
+        for c, _ in ranked[:max(k, 0)]:
+            if not isinstance(c, Proposal):
+                changes, edit, p = c
+                c = Proposal(source=self._moves[node.entry].source(node, changes), flags=tuple(node.flags),
+                             edit=edit, prior=p, proposer=self.name,
+                             rationale="a move in the declared tuning space, ranked by a model of every runtime "
+                                       "the search has measured (near the fast ones, or far from anything measured).")
+            out.append(c)
+        return out

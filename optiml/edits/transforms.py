@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from .. import expr as _expr
 from ..errors import ExprError
 from ..source import _parser, _walk, parse_source
+from ..spec.space import constant_sites
 
 MAX_THREADS = 1024
 MAX_STATIC_SMEM = 48 * 1024
@@ -93,27 +94,7 @@ def _params(fdecl):
 
 def _constant_defs(root):
     """name -> (value, start byte, end byte of the integer literal) for tunable integer constants."""
-    out = {}
-    for n in _walk(root):
-        lit = None
-        if n.type == "preproc_def":
-            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
-            if name is None or value is None:
-                continue
-            m = re.match(r"\s*(\d+)\s*(?://.*|/\*.*)?$", _t(value), re.S)
-            if m:
-                start = value.start_byte + len(_t(value)[:m.start(1)].encode())
-                out[_t(name)] = (int(m.group(1)), start, start + len(m.group(1)))
-        elif n.type == "declaration" and n.parent is not None and n.parent.type == "translation_unit":
-            if not {_t(c) for c in n.children if c.type == "type_qualifier"} & {"constexpr", "const"}:
-                continue
-            for c in n.children:
-                if c.type == "init_declarator":
-                    d, lit = c.child_by_field_name("declarator"), c.child_by_field_name("value")
-                    if d is not None and d.type == "identifier" and lit is not None \
-                            and lit.type == "number_literal" and re.fullmatch(r"\d+[uU]?", _t(lit)):
-                        out[_t(d)] = (int(_t(lit).rstrip("uU")), lit.start_byte, lit.start_byte + len(_t(lit).rstrip("uU")))
-    return out
+    return {name: (site.value, site.start, site.end) for name, site in constant_sites(root).items()}
 
 
 def _eval(text, env):
@@ -446,10 +427,12 @@ def flag_variants(source: str, flags: tuple[str, ...] = (), registers: int | Non
 
 
 def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
-                   registers: int | None = None, threads: int | None = None) -> list[Transform]:
-    """Every transform above for ``source`` (an unparseable source gives what still applies)."""
+                   registers: int | None = None, threads: int | None = None,
+                   auto_tune: bool = True) -> list[Transform]:
+    """Every transform above for ``source`` (an unparseable source gives what still applies);
+    ``auto_tune`` False leaves the integer constants alone (a declared space tunes its own)."""
     out = []
-    out += tune_constants(source, entry)
+    out += tune_constants(source, entry) if auto_tune else []
     out += pad_shared(source)
     out += add_restrict(source, entry)
     out += add_const(source, entry)

@@ -15,6 +15,16 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """A candidate anywhere in the tree (pending, running or finished), so a proposer can learn
+    from the whole search: its source, flags, status and median (None unless it verified)."""
+    source: str
+    flags: tuple[str, ...]
+    status: str
+    median_ms: float | None = None
+
+
+@dataclass(frozen=True)
 class NodeView:
     """One node of the tree as a proposer sees it."""
     source: str
@@ -27,6 +37,7 @@ class NodeView:
     attempts: tuple[Attempt, ...] = ()
     task: str = ""                                    # a description of the task (spec summary)
     inherited: tuple[Attempt, ...] = ()               # what was tried from its ancestors (root first)
+    measured: tuple[Measured, ...] = ()               # every node of the tree, in creation order
 
 
 @dataclass(frozen=True)

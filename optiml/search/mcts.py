@@ -47,7 +47,7 @@ from typing import Callable, Iterable, Protocol, runtime_checkable
 from loguru import logger
 
 from ..best import Ranked, choose_best
-from ..edits.types import Attempt, NodeView, Proposal, Proposer
+from ..edits.types import Attempt, Measured, NodeView, Proposal, Proposer
 from ..status import Status
 from .result import Result
 from .reward import reward
@@ -364,7 +364,8 @@ class MCTS:
         return NodeView(source=node.source, flags=node.flags, entry=self.entry, metrics=node.metrics,
                         diagnosis=node.diagnosis, median_ms=node.median_ms,
                         resources=dict(node.result.resources), attempts=node.attempts(),
-                        task=self.task, inherited=tuple(inherited))
+                        task=self.task, inherited=tuple(inherited),
+                        measured=tuple(Measured(n.source, n.flags, str(n.status), n.median_ms) for n in self.nodes))
 
     def _expand(self, node: Node) -> bool:
         call = node.calls

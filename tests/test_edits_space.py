@@ -1,0 +1,74 @@
+"""The rules proposer in a declared tuning space: moves stay in the lists and the restrictions,
+no other constant is tuned, and the moves are ranked by what the whole search measured."""
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+from optiml.edits.rules import RulesProposer
+from optiml.edits.types import Measured, NodeView
+from optiml.spec import load_spec
+from optiml.spec.space import TuneSpace, apply_point, read_point
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "kernels"
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+class Rng:
+    def random(self):
+        return 0.5
+
+
+def test_moves_stay_in_the_declared_lists_and_restrictions():
+    spec = load_spec(DATA / "mm_template.toml", DATA / "mm_template.cu")
+    src = (DATA / "mm_template.cu").read_text()
+    prop = RulesProposer(space=spec.tune, size_sets=spec.all_size_sets)
+    node = NodeView(source=src, entry=spec.entry, measured=(Measured(src, (), "ok", 1.0),))
+    props = prop.propose(node, 20, Rng())
+    moves = sorted(p.edit for p in props if "block_size" in p.edit)
+    assert moves == ["block_size 16 -> 32", "block_size 16 -> 8"]
+    assert not any(p.edit.startswith(("K ", "M ")) for p in props)          # no other integer is tuned
+    for p in props:
+        if "block_size" in p.edit:
+            assert spec.tune_problem(p.source) is None
+    tight = TuneSpace(spec.tune.params, ("block_size <= 16",))
+    props = RulesProposer(space=tight, size_sets=spec.all_size_sets).propose(node, 20, Rng())
+    assert [p.edit for p in props if "block_size" in p.edit] == ["block_size 16 -> 8"]
+
+
+BOWL = TuneSpace((("A", tuple(range(8))), ("B", tuple(range(8)))))
+SRC = "#define A 0\n#define B 0\n__global__ void k(float* x) { x[0] = A + B; }\n"
+
+
+def bowl_ms(a, b):
+    return 1.0 + 0.1 * ((a - 5) ** 2 + (b - 6) ** 2)
+
+
+def test_the_ranking_follows_the_measurements_of_the_whole_tree():
+    """Measured: fast near (5, 6), slow elsewhere. From (0, 0) the best-ranked move goes that way;
+    a point already in the tree is not proposed again."""
+    measured = [Measured(apply_point(SRC, "k", {"A": a, "B": b}), (), "ok", bowl_ms(a, b))
+                for a, b in [(0, 0), (4, 0), (0, 6), (4, 6), (1, 1)]]
+    node = NodeView(source=SRC, entry="k", measured=tuple(measured))
+    props = RulesProposer(space=BOWL, space_only=True).propose(node, 3, Rng())
+    first = read_point(props[0].source, "k", BOWL)
+    assert first in ({"A": 4, "B": 6}, {"A": 5, "B": 6}, {"A": 5, "B": 5}, {"A": 4, "B": 5}), first
+    assert all(read_point(p.source, "k", BOWL) not in ({"A": 4, "B": 6}, {"A": 4, "B": 0}) for p in props)
+    assert props[0].prior >= props[-1].prior
+
+
+def test_a_replayed_search_finds_the_bowls_bottom_faster_than_blind_sampling():
+    """The real MCTS over a recorded 64-point space (answers from the table): the median over seeds
+    of evaluations to reach the optimum is well below blind sampling's (about 32)."""
+    from space_replay import optiml_trace
+
+    points = [[a, b, "ok", bowl_ms(a, b)] for a in range(8) for b in range(8)]
+    space = {"tune_params": {"A": list(range(8)), "B": list(range(8))}, "restrictions": [],
+             "seed_point": {"A": 0, "B": 0}, "points": points}
+    needed = []
+    for seed in range(5):
+        trace = optiml_trace(space, seed, 40)
+        needed.append(next((i for i, t in enumerate(trace, 1) if t is not None and t <= 1.0), math.inf))
+    assert statistics.median(needed) <= 16, needed
