@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import SpecError
 from .source import Kernel, SourceInfo, dtype_of_c_type, parse_source
+from .spec.space import detected, suggested_values
 
 _BLOCK_HINTS = ("BLOCK", "BLOCK_SIZE", "TILE", "THREADS", "NUM_THREADS", "BLOCK_DIM", "BS", "TB")
 
@@ -27,7 +28,7 @@ def draft_spec(source: str, kernel_path: Path, entry: str | None = None) -> str:
         kern = info.kernel(entry)
         if kern is None:
             raise SpecError(f"{kernel_path}: --entry {entry!r} is not a __global__ function here (found: {', '.join(k.name for k in info.kernels)}).")
-    return _render(kern, info, kernel_path)
+    return _render(kern, info, kernel_path) + _tune_block(source, kern.name, kernel_path)
 
 
 def _render(kern: Kernel, info: SourceInfo, kernel_path: Path) -> str:
@@ -99,4 +100,20 @@ def _render(kern: Kernel, info: SourceInfo, kernel_path: Path) -> str:
     w("# [counts]  # optional: for GFLOP/s, GB/s and speed of light")
     w(f'# flops = "{n}"')
     w(f'# bytes = "4 * {n}"')
+    return "\n".join(lines) + "\n"
+
+
+def _tune_block(source: str, entry: str, kernel_path: Path) -> str:
+    """A commented ``[tune]`` table for what looks tunable, for the user to check and uncomment."""
+    found = detected(source, entry)
+    if not found:
+        return ""
+    lines = ["", "# A tuning space for the search (docs/spec.md, [tune]): uncomment what is one tunable quantity,",
+             "# use the names in [launch] where the launch depends on them, and say which combinations cannot run.",
+             "# [tune]"]
+    where = {"define": "a #define", "constexpr": "a constexpr", "template": f"a template argument {entry} passes"}
+    for name, (value, kind) in found.items():
+        values = ", ".join(map(str, suggested_values(value)))
+        lines.append(f"# {name} = [{values}]  # TODO: {where[kind]}, {value} in {kernel_path.name}")
+    lines.append('# restrictions = []  # TODO: e.g. "BLOCK_X * BLOCK_Y <= 1024", "N % TILE == 0"')
     return "\n".join(lines) + "\n"

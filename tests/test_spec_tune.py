@@ -58,3 +58,21 @@ def test_a_declared_name_missing_from_the_kernel_is_refused(tmp_path):
     spec.write_text(spec.read_text().replace("block_size = [8, 16, 32]", "block_size = [8, 16, 32]\nTILE = [1, 2]"))
     with pytest.raises(SpecError, match=r"tune.TILE: .* has no #define, constexpr or template argument"):
         load_spec(spec, tmp_path / "mm_template.cu")
+
+
+def test_init_drafts_a_commented_tune_table_that_still_loads(tmp_path):
+    """optiml init: the template argument and tunable macros are proposed, commented out; the draft
+    loads; uncommenting the proposal gives a valid [tune] table."""
+    from optiml.draft import draft_spec
+
+    text = draft_spec(MM, tmp_path / "mm.cu", "product_bs16")
+    assert "# [tune]" in text and "# block_size = [4, 8, 16, 32, 64]" in text
+    import tomllib
+    data = tomllib.loads(text)
+    assert "tune" not in data
+    lines = [ln[2:].split("  #")[0] for ln in text.splitlines() if ln.startswith(("# [tune]", "# block_size"))]
+    tune = tomllib.loads("\n".join(lines))["tune"]
+    assert parse_tune(tune, "x").values("block_size") == (4, 8, 16, 32, 64)
+    plain = "#define SCALE 3\n#define BLOCK 128\n__global__ void k(float* x) { x[0] = 1; }\n"
+    text = draft_spec(plain, tmp_path / "k.cu")
+    assert "# BLOCK = [32, 64, 128, 256, 512]" in text and "SCALE" not in text.split("# [tune]")[1]

@@ -15,15 +15,13 @@ from dataclasses import dataclass
 from .. import expr as _expr
 from ..errors import ExprError
 from ..source import _parser, _walk, parse_source
-from ..spec.space import constant_sites
+from ..spec.space import TUNABLE_NAME, constant_sites
 
 MAX_THREADS = 1024
 MAX_STATIC_SMEM = 48 * 1024
 REG_CAPS = (32, 64, 128)
 
-_TUNABLE = re.compile(
-    r"(^|_)(BLOCK|BLOCKS|TILE|THREADS|TPB|WARPS|UNROLL|ITEMS|VEC|WPT|COARSEN|BM|BN|BK|TM|TN|"
-    r"SIZE|DIM|X|Y|Z)(_|$|\d)")
+_TUNABLE = TUNABLE_NAME
 _BLOCKISH = re.compile(r"(BLOCK|THREADS|TPB)")
 _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
 

@@ -22,6 +22,10 @@ from ..expr import show
 from ..source import _parser, _walk
 
 RESERVED = ("restrictions",)
+# names that usually are a tunable quantity (a tile, a block dimension, work per thread)
+TUNABLE_NAME = re.compile(
+    r"(^|_)(BLOCK|BLOCKS|TILE|THREADS|TPB|WARPS|UNROLL|ITEMS|VEC|WPT|COARSEN|BM|BN|BK|TM|TN|"
+    r"SIZE|DIM|X|Y|Z)(_|$|\d)")
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,26 @@ def template_sites(root, entry: str) -> dict[str, list[Site]]:
                         and _t(t.child_by_field_name("name")) == entry:
                     take(entry, t)
     return out
+
+
+def detected(source: str, entry: str) -> dict[str, tuple[int, str]]:
+    """Integers of ``source`` that look like tunables: macros and constexprs named like one, and
+    the template arguments the entry passes: name -> (value, kind)."""
+    root = _parser().parse(source.encode("utf-8")).root_node
+    out = {n: (s.value, s.kind) for n, s in constant_sites(root).items() if TUNABLE_NAME.search(n) and s.value >= 1}
+    for name, sites in template_sites(root, entry).items():
+        if len({s.value for s in sites}) == 1 and sites[0].value >= 1:
+            out.setdefault(name, (sites[0].value, "template"))
+    return out
+
+
+def suggested_values(value: int) -> list[int]:
+    """Powers of two from a quarter to four times ``value`` (a power of two), else ``value`` and its
+    neighbouring powers of two."""
+    if value & (value - 1) == 0:
+        return [v for v in (value // 4, value // 2, value, value * 2, value * 4) if v >= 1]
+    lo = 1 << (value.bit_length() - 1)
+    return sorted({lo, value, lo * 2})
 
 
 def find_sites(source: str, entry: str, names: Iterable[str]) -> dict[str, list[Site]]:
