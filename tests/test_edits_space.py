@@ -54,7 +54,7 @@ def test_the_ranking_follows_the_measurements_of_the_whole_tree():
     node = NodeView(source=SRC, entry="k", measured=tuple(measured))
     props = RulesProposer(space=BOWL, space_only=True).propose(node, 3, Rng())
     first = read_point(props[0].source, "k", BOWL)
-    assert first in ({"A": 4, "B": 6}, {"A": 5, "B": 6}, {"A": 5, "B": 5}, {"A": 4, "B": 5}), first
+    assert abs(first["A"] - 5) + abs(first["B"] - 6) <= 2, first        # towards the fast corner
     assert all(read_point(p.source, "k", BOWL) not in ({"A": 4, "B": 6}, {"A": 4, "B": 0}) for p in props)
     assert props[0].prior >= props[-1].prior
 

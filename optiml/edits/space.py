@@ -1,14 +1,13 @@
 """Moves in a declared tuning space (the spec's ``[tune]``), ranked by what the whole search has
 measured.
 
-From a node's point, the moves are the points that differ in one or two names (any of their
-values), satisfy the restrictions at every size set, and are not in the tree yet. Each is scored
-by a small surrogate of the log runtime fitted to every candidate the search has measured
-(:class:`~optiml.edits.types.Measured`): a kernel regression over the names' value indices (one
-step of a list is one unit), shrunk towards the mean, minus a bonus for what is far from
-anything measured (a lower confidence bound, as in Bayesian optimisation). A point that failed
-counts as slower than anything measured, so its neighbours rank lower. The prior of a move falls
-off with its score, ten per cent of predicted runtime at a time.
+From a node's point, the moves are the points of the space (for a space of more than
+:data:`WHOLE_SPACE` points, those that differ in one or two names) that satisfy the restrictions at
+every size set and are not in the tree yet. Each is scored
+by its expected improvement under a Gaussian process of the log runtime fitted to every
+candidate the search has measured (:class:`~optiml.edits.types.Measured`), over the names' value
+indices (Bayesian optimisation's acquisition; the MCTS decides where to move from). A point that
+failed counts as slower than anything measured, so its neighbours rank lower.
 
 Everything is a function of the node and the tree as recorded, so a resumed search proposes the
 same moves as the uninterrupted one.
@@ -22,10 +21,10 @@ from typing import Iterable, Mapping
 from ..spec.space import TuneSpace, apply_point, read_point
 from .types import Measured, NodeView
 
-LENGTH = 1.0          # kernel length scale, in steps of a value list
-SHRINK = 0.5          # weight of the mean (the prior observation) in every prediction
-EXPLORE = 1.0         # how many standard deviations of the measured log times the bonus is worth
-TEMPERATURE = 0.1     # a move's prior: exp(-(score - best score) / TEMPERATURE)
+LENGTHS = (0.15, 0.25, 0.4, 0.6, 1.0)   # candidate length scales (a value list spans 1), by marginal likelihood
+NOISE = 1e-2          # the timing noise, relative to the measured spread of log runtimes
+XI = 0.01             # expected improvement counts only what beats the best by this (standardised)
+WHOLE_SPACE = 20000   # points: a declared space up to this size is searched whole from every node
 FAILED_PENALTY = 1.0  # a failed point counts as this much slower (log) than the slowest measured one
 
 
@@ -33,12 +32,17 @@ class SpaceMoves:
     """The moves from a node in a declared space, with their scores; caches parsed points by source."""
 
     def __init__(self, space: TuneSpace, entry: str, size_sets: Iterable[Mapping[str, int]] = (),
-                 constants: Mapping[str, int] | None = None, max_changed: int = 2):
+                 constants: Mapping[str, int] | None = None, max_changed: int | None = None):
         self.space, self.entry = space, entry
         self.size_sets = [dict(s) for s in size_sets] or [{}]
         self.constants = dict(constants or {})
-        self.max_changed = max_changed
+        # a space small enough to enumerate is searched whole from any node; a larger one by
+        # moves of at most two names at a time
+        whole = space.cardinality <= WHOLE_SPACE
+        self.max_changed = max_changed or (len(space.params) if whole else 2)
+        self._all: list[tuple] | None = None
         self._index = {n: {v: i for i, v in enumerate(vals)} for n, vals in space.params}
+        self._scale = tuple(float(max(len(vals) - 1, 1)) for _, vals in space.params)
         self._points: dict[str, tuple | None] = {}
         self._valid: dict[tuple, bool] = {}
 
@@ -64,6 +68,10 @@ class SpaceMoves:
 
     def neighbours(self, point: tuple) -> list[tuple]:
         """Valid points that differ from ``point`` in 1..max_changed names."""
+        if self.max_changed >= len(point):
+            if self._all is None:
+                self._all = [q for q in (tuple(p.values()) for p in self.space.points()) if self.valid(q)]
+            return [q for q in self._all if q != point]
         out = []
         dims = range(len(point))
         for k in range(1, self.max_changed + 1):
@@ -96,30 +104,44 @@ class SpaceMoves:
         return data, seen
 
     def scores(self, candidates: list[tuple], measured: Iterable[Measured]) -> list[float]:
-        """The lower confidence bound of each candidate's log runtime (lower is better)."""
+        """Minus the expected improvement of each candidate's log runtime over the best measured
+        (lower is better), from a Gaussian process over the value indices (Matern 5/2, one length
+        scale chosen by marginal likelihood). A failed point counts as slower than anything measured."""
+        import numpy as np
+
         data, _ = self._data(measured)
         ys = [y for _, y in data if y is not None]
-        if not ys:
+        if not ys or not candidates:
             return [0.0] * len(candidates)
-        mean = sum(ys) / len(ys)
-        sd = math.sqrt(sum((y - mean) ** 2 for y in ys) / len(ys)) if len(ys) > 1 else 0.0
-        sd = max(sd, 0.05)
         worst = max(ys) + FAILED_PENALTY
-        obs = [(c, worst if y is None else y) for c, y in data]
-        out = []
-        for cand in candidates:
-            x = self._coords(cand)
-            if x is None:
-                out.append(mean)
+        X = np.array([c for c, _ in data], dtype=float) / self._scale
+        y = np.array([worst if v is None else v for _, v in data], dtype=float)
+        mean, sd = float(y.mean()), float(y.std()) or 1.0
+        z = (y - mean) / sd
+        C = np.array([self._coords(q) or (0.0,) * len(self._scale) for q in candidates], dtype=float) / self._scale
+        best_fit = None
+        for length in LENGTHS:
+            K = _matern(X, X, length) + NOISE * np.eye(len(X))
+            try:
+                L = np.linalg.cholesky(K)
+            except np.linalg.LinAlgError:
                 continue
-            wsum, wy = SHRINK, SHRINK * mean
-            for c, y in obs:
-                d2 = sum((a - b) ** 2 for a, b in zip(x, c))
-                w = math.exp(-d2 / (2 * LENGTH * LENGTH))
-                wsum += w
-                wy += w * y
-            out.append(wy / wsum - EXPLORE * sd * math.sqrt(SHRINK / wsum))
-        return out
+            alpha = np.linalg.solve(L.T, np.linalg.solve(L, z))
+            lml = -0.5 * float(z @ alpha) - float(np.log(np.diag(L)).sum())
+            if best_fit is None or lml > best_fit[0]:
+                best_fit = (lml, length, L, alpha)
+        if best_fit is None:
+            return [0.0] * len(candidates)
+        _, length, L, alpha = best_fit
+        Ks = _matern(C, X, length)
+        mu = Ks @ alpha
+        v = np.linalg.solve(L, Ks.T)
+        sigma = np.sqrt(np.clip(1.0 - (v * v).sum(axis=0), 1e-12, None))
+        best = float(z.min())
+        gap = best - mu - XI
+        u = gap / sigma
+        ei = gap * _ncdf(u) + sigma * _npdf(u)
+        return [-float(e) for e in ei]
 
     def moves(self, node: NodeView) -> list[tuple[dict, str, float]]:
         """(changes, edit, score) of each move from ``node`` to a point not in the tree yet."""
@@ -141,6 +163,30 @@ class SpaceMoves:
 
 
 def priors(scores: list[float]) -> list[float]:
-    """A move's prior from its score: 1 for the best, falling by e for each TEMPERATURE above it."""
+    """A move's prior from its score (minus its expected improvement): its share of the best
+    one's improvement, at least 1e-3 (so ties and rank survive when nothing improves)."""
     best = min(scores, default=0.0)
-    return [max(math.exp(-(s - best) / TEMPERATURE), 1e-6) for s in scores]
+    if best >= 0:
+        return [1.0] * len(scores)
+    return [max(s / best, 1e-3) for s in scores]
+
+
+def _matern(A, B, length: float):
+    import numpy as np
+
+    d = np.sqrt(np.clip(((A[:, None, :] - B[None, :, :]) ** 2).sum(-1), 0, None)) / length
+    r = math.sqrt(5.0) * d
+    return (1.0 + r + r * r / 3.0) * np.exp(-r)
+
+
+def _ncdf(u):
+    import numpy as np
+    from math import erf
+
+    return 0.5 * (1.0 + np.vectorize(erf)(u / math.sqrt(2.0)))
+
+
+def _npdf(u):
+    import numpy as np
+
+    return np.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)
