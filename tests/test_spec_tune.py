@@ -76,3 +76,17 @@ def test_init_drafts_a_commented_tune_table_that_still_loads(tmp_path):
     plain = "#define SCALE 3\n#define BLOCK 128\n__global__ void k(float* x) { x[0] = 1; }\n"
     text = draft_spec(plain, tmp_path / "k.cu")
     assert "# BLOCK = [32, 64, 128, 256, 512]" in text and "SCALE" not in text.split("# [tune]")[1]
+
+
+def test_the_documented_matrixmul_spec_loads():
+    """docs/spec.md's [tune] example (the cuda-samples matrixMul spec) is a valid spec."""
+    import re
+    import tomllib
+
+    from optiml.spec import parse_spec
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "spec.md").read_text()
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", doc, re.S) if "matrixMul_bs16_64bit" in b)
+    spec = parse_spec(tomllib.loads(block), Path("matrixMul_kernel.toml"))
+    assert spec.tune.values("block_size") == (8, 16, 32)
+    assert spec.tune.violated({"block_size": 32}, spec.all_size_sets) is None
