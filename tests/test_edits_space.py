@@ -72,3 +72,12 @@ def test_a_replayed_search_finds_the_bowls_bottom_faster_than_blind_sampling():
         trace = optiml_trace(space, seed, 40)
         needed.append(next((i for i, t in enumerate(trace, 1) if t is not None and t <= 1.0), math.inf))
     assert statistics.median(needed) <= 16, needed
+
+
+def test_optimize_gives_the_rules_the_specs_declared_space():
+    from optiml.app.optimize import make_proposer
+
+    spec = load_spec(DATA / "mm_template.toml", DATA / "mm_template.cu")
+    prop = make_proposer("rules", None, None, 10.0, spec)
+    assert prop.space == spec.tune and prop.size_sets == tuple(spec.all_size_sets)
+    assert make_proposer("rules", None, None, 10.0, None).space is None

@@ -101,11 +101,14 @@ class Interrupted(Exception):
         self.run_id = run_id
 
 
-def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float):
+def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float,
+                  spec=None):
+    """The proposer by name; with a ``spec`` that declares ``[tune]``, the rules search its space."""
     from ..edits.rules import RulesProposer
 
+    space = dict(space=spec.tune, size_sets=spec.all_size_sets) if spec is not None and spec.tune else {}
     if kind == "rules":
-        return RulesProposer()
+        return RulesProposer(**space)
     from ..edits.llm import LLMConfig, LLMProposer
 
     llm = LLMProposer.from_config(LLMConfig.from_env(model=llm_model, base_url=llm_base_url, timeout_s=llm_timeout))
@@ -113,7 +116,7 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
         return llm
     from ..edits.mixed import MixedProposer
 
-    return MixedProposer([RulesProposer(), llm])
+    return MixedProposer([RulesProposer(**space), llm])
 
 
 def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
@@ -197,7 +200,7 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     from ..edits.hygiene import IncludeGuard
 
     # a proposal may not include what the seed does not (nvcc echoes included files into its log)
-    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s), source,
+    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec), source,
                         include_dirs=[kernel.resolve().parent])
     require_gpu("optimize")
     devices = parse_gpus(opts.gpus, visible_gpus())
