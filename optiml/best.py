@@ -6,6 +6,10 @@ run-to-run difference a timing's own IQR does not show: the same kernel timed in
 on an H100 differed by up to 0.66 %); among the candidates inside that band,
 the one with the fewest edits from the seed wins, then the faster, then the older. An extra edit
 must earn its place with a gain larger than the timing noise.
+
+The search applies it to its own timings, each candidate timed in a job of its own; at the end
+of ``optimize`` the candidates in the band (:func:`in_band`) are timed against each other in one
+job, and the rule is applied again to that measurement (``optiml.app.optimize.final_timing``).
 """
 from __future__ import annotations
 
@@ -25,12 +29,18 @@ class Ranked:
     order: int               # creation order, the last tie-break
 
 
-def choose_best(candidates: Iterable[Ranked]) -> Ranked | None:
-    """The best of verified candidates (all given ones must be verified and timed)."""
-    ok = [c for c in candidates if c.median_ms and c.median_ms > 0]
+def in_band(candidates: Iterable[Ranked]) -> list[Ranked]:
+    """The timed candidates within the fastest one's noise band, fastest first (then older)."""
+    ok = sorted((c for c in candidates if c.median_ms and c.median_ms > 0), key=lambda c: (c.median_ms, c.order))
     if not ok:
-        return None
-    fastest = min(ok, key=lambda c: (c.median_ms, c.order))
+        return []
+    fastest = ok[0]
     spread = fastest.spread if isinstance(fastest.spread, (int, float)) else DEFAULT_SPREAD
     band = fastest.median_ms * (1 + max(2 * spread, MIN_BAND))
-    return min((c for c in ok if c.median_ms <= band), key=lambda c: (c.edits, c.median_ms, c.order))
+    return [c for c in ok if c.median_ms <= band]
+
+
+def choose_best(candidates: Iterable[Ranked]) -> Ranked | None:
+    """The best of verified candidates (all given ones must be verified and timed)."""
+    band = in_band(candidates)
+    return min(band, key=lambda c: (c.edits, c.median_ms, c.order)) if band else None

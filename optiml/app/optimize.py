@@ -3,9 +3,11 @@ click in it (the ``optiml optimize`` command and a notebook call the same functi
 
 A new run records the spec and kernel, then searches. ``resume=RUN`` rebuilds the tree of a
 stored run (nothing stored is evaluated again; a candidate a killed process left running is
-evaluated first) and goes on to the run's budget or a new one. At the end the best verified
-kernel is verified again on fresh inputs and timed interleaved with the seed by the same runner:
-that figure is the one reported and stored with the run.
+evaluated first) and goes on to the run's budget or a new one. At the end the verified
+candidates within the fastest one's noise band (at most four) are verified again on fresh inputs
+and timed interleaved with the seed, in blocks, in one job of the same runner; the kernel is
+chosen from that measurement (fewest edits among those that tie), and its figure, with the
+speedup's interval, is the one reported and stored with the run (:func:`final_timing`).
 """
 from __future__ import annotations
 
@@ -67,6 +69,24 @@ class OptimizeResult:
         if f.get("status") == "ok":
             return f["speedup"]
         return f["search_seed_ms"] / f["search_best_ms"] if f.get("search_seed_ms") and f.get("search_best_ms") else 1.0
+
+    def line(self) -> str:
+        """The final line of ``optiml optimize``: ``run N: C candidates; best S.SSx (95 % LOW-HIGHx
+        over R rounds; SEED -> BEST ms, ...); path: ...; written to ...``."""
+        final = self.final
+        if final.get("status") == "ok":
+            low, high = final.get("speedup_low"), final.get("speedup_high")
+            interval = (f"95 % {low:.2f}-{high:.2f}x over {final.get('speedup_rounds')} rounds; "
+                        if low and high else "")
+            timed = [c for c in final.get("compared") or () if c.get("median_ms")]
+            among = f", chosen among {len(timed)} timed together" if len(timed) > 1 else ""
+            figure = (f"{final['speedup']:.2f}x ({interval}{final['seed_ms']:.4f} -> {final['best_ms']:.4f} ms, "
+                      f"re-verified and timed interleaved with the seed{among})")
+        else:
+            figure = (f"{self.speedup:.2f}x during the search; the final interleaved re-timing "
+                      f"failed ({final.get('status')}: {final.get('message')})")
+        return (f"run {self.run_id}: {self.evaluations} candidates; best {figure}; "
+                f"path: {'; '.join(self.best_path) or 'the seed itself'}; written to {self.output}")
 
 
 Progress = Callable[[int, int, "float | None"], None]
@@ -254,6 +274,8 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
                     time.perf_counter() - t0)
     if best is not None:
         final["best_node"] = store_ids[best.id]
+    for row in final.get("compared") or ():          # the search's node ids, as the store's
+        row["node"] = store_ids.get(row["node"], row["node"])
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
     if best is None:
@@ -334,11 +356,27 @@ def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, o
         raise
 
 
+FINAL_CONTENDERS = 4      # at most this many candidates are timed against each other at the end
+
+
+def contenders(search, best) -> list:
+    """The search's nodes to time against each other at the end: the verified, safe ones within
+    the fastest one's noise band by the search's own timings (:func:`optiml.best.in_band`), the
+    fastest first and at most FINAL_CONTENDERS of them, with ``best`` (the search's pick) first
+    (the seed among them when it is in the band)."""
+    from ..best import Ranked, in_band
+
+    ok = [n for n in search.nodes if n.status == Status.OK and n.median_ms and not n.unsafe]
+    band = [r.key for r in in_band(Ranked(n, n.median_ms, n.spread, n.depth, n.id) for n in ok)]
+    return [best] + [n for n in band if n is not best][:FINAL_CONTENDERS - 1]
+
+
 def sanitized_final(runner, search, best, sanitize: bool = False):
-    """The final figure of the search's ``best`` (:func:`final_timing`); with ``sanitize``, a best
-    that compute-sanitizer finds unsafe now is marked so in the search (and its store) and the next
-    best is taken, until one passes. Returns (best, final); best is None when every verified
-    candidate, the seed too, is unsafe."""
+    """The final choice and figure (:func:`final_timing` of the search's ``best`` and the other
+    :func:`contenders`); with ``sanitize``, a chosen kernel that compute-sanitizer finds unsafe
+    now is marked so in the search (and its store) and the choice is made again without it,
+    until one passes. Returns (chosen, final); chosen is None when every verified candidate, the
+    seed too, is unsafe."""
     root = search.root
     while True:
         if best is None:        # only the seed verified, and it is unsafe
@@ -346,43 +384,130 @@ def sanitized_final(runner, search, best, sanitize: bool = False):
             return None, {"status": str(Status.UNSAFE), "search_seed_ms": root.median_ms,
                           "message": f"the seed is unsafe ({seed}) and no faster candidate is safe",
                           "sanitize": dict(root.result.sanitize or {})}
-        final = final_timing(runner, root, best, sanitize=sanitize)
+        chosen, final = final_timing(runner, root, best, sanitize=sanitize, rivals=contenders(search, best))
         verdict = final.get("sanitize") or {}
         if verdict.get("status") != "unsafe":
-            return best, final
+            return chosen, final
         message = verdict.get("message") or "unsafe under compute-sanitizer"
-        search.amend(best, replace(best.result, status=Status.UNSAFE, message=message, sanitize=verdict))
-        logger.warning("the best candidate (node {}) is unsafe: {}", best.id, message)
+        search.amend(chosen, replace(chosen.result, status=Status.UNSAFE, message=message, sanitize=verdict))
+        logger.warning("the chosen candidate (node {}) is unsafe: {}", chosen.id, message)
         best = search.best()
 
 
-def final_timing(runner, root, best, sanitize: bool = False) -> dict:
-    """The best kernel (a search Node) verified again on fresh inputs, then timed interleaved with the
-    seed (the root) by ``runner``, in one job; with ``sanitize``, also under compute-sanitizer unless
-    the search already sanitized it (``final["sanitize"]`` is the verdict either way)."""
-    from ..runner import Candidate
+def final_timing(runner, root, best, sanitize: bool = False, rivals=()) -> tuple:
+    """The final choice and figure. ``best`` (a search Node) and its ``rivals`` (other nodes
+    within the fastest one's noise band: :func:`contenders`) are verified again on fresh inputs
+    and timed interleaved with the seed (the root) by ``runner``, all in ONE job (``best``, or the
+    first non-seed one, as the job's candidate; the seed as its baseline; the others as rivals).
+    The band is then set again by that measurement (its fastest and its spread, with
+    ``best.MIN_BAND``'s floor: :func:`optiml.best.choose_best`), and among those within it the
+    fewest edits wins, then the faster, then the older. A rival that fails verification is left
+    out; a job the rivals broke is run again with ``best`` alone. With ``sanitize``, the chosen
+    one is also run under compute-sanitizer unless the search already sanitized it clean
+    (``final["sanitize"]`` is the verdict either way; ``best``'s starts beside the timing).
 
-    base = {"search_seed_ms": root.median_ms, "search_best_ms": best.median_ms, "best_edits": list(best.path())}
-    known = dict(best.result.sanitize) if best.result.sanitize else None
-    again = sanitize and (known is None or known.get("status") != "clean")
-    if best is root and not again:
-        return base | {"status": "ok", "message": "the seed is the best", "seed_ms": root.median_ms,
-                       "best_ms": root.median_ms, "speedup": 1.0, "sanitize": known}
-    candidate = Candidate(best.source, tuple(best.flags), name="best.cu")
-    # sanitized in a job of its own, at the same time: the tools start up while the timing runs
-    checked = runner.submit(candidate, profile=False, time_it=False, sanitize=True) if again else None
-    ev = runner.evaluate(candidate, profile=False, baseline=Candidate(root.source, tuple(root.flags), name="seed.cu"),
-                         sanitize=False)
-    if checked is not None:
-        sev = checked.result()
+    Returns (chosen node, final): ``final`` has the seed's and the chosen one's medians from the
+    job, their ratio (``speedup``) and its 95 % interval over the rounds of the interleaved timing
+    (``speedup_low``/``speedup_high``, :func:`optiml.verify.timing_stats.ratio_interval`; None
+    without blocks), ``compared`` (each timed node's id, edits, median, spread and repetitions from
+    this job, and its search median; a rival left out with its status), and ``clocks`` (the GPU's
+    SM clock over the job, where NVML answered)."""
+    from ..best import Ranked, choose_best
+    from ..runner import Candidate
+    from ..verify.timing_stats import ratio_interval
+
+    def job_of(node, name):
+        return Candidate(node.source, tuple(node.flags), name=name)
+
+    checked: dict = {}
+
+    def verdict(node):
+        known = dict(node.result.sanitize) if node.result.sanitize else None
+        if not sanitize or (known is not None and known.get("status") == "clean"):
+            return known
+        fut = checked.get(node.id) or runner.submit(job_of(node, "best.cu"), profile=False, time_it=False,
+                                                    sanitize=True)
+        sev = fut.result()
         sev = sev.later.result() if sev.later is not None else sev
-        known = sev.sanitize.to_dict() if sev.sanitize is not None else {
+        return sev.sanitize.to_dict() if sev.sanitize is not None else {
             "status": "not_sanitized", "message": f"it did not verify for compute-sanitizer ({sev.status}: {sev.message})"}
-    verdict = known
+
+    def figure(node, **kw):
+        return {"search_seed_ms": root.median_ms, "search_best_ms": node.median_ms,
+                "best_edits": list(node.path())} | kw
+
+    group = [best] + [n for n in rivals if n is not best]
+    timed = [n for n in group if n is not root]
+    if not timed:
+        return root, figure(root, status="ok", message="the seed is the best", seed_ms=root.median_ms,
+                            best_ms=root.median_ms, speedup=1.0, sanitize=verdict(root))
+    if sanitize and best is not root and (best.result.sanitize or {}).get("status") != "clean":
+        # sanitized in a job of its own, at the same time: the tools start up while the timing runs
+        checked[best.id] = runner.submit(job_of(best, "best.cu"), profile=False, time_it=False, sanitize=True)
+    head, others = timed[0], timed[1:]
+    seed = job_of(root, "seed.cu")
+    ev = runner.evaluate(job_of(head, "best.cu"), profile=False, sanitize=False,
+                         baseline=(seed, *(job_of(n, f"rival{i}.cu") for i, n in enumerate(others, 1))) if others else seed)
+    if not ev.ok and best is root:       # the seed stays, as it would without the others
+        logger.warning("timing the candidates in the seed's band together failed ({}: {})", ev.status, ev.message)
+        return root, figure(root, status="ok", message=f"the seed is the best (timing the candidates in its "
+                            f"band together failed: {ev.status}: {ev.message})", seed_ms=root.median_ms,
+                            best_ms=root.median_ms, speedup=1.0, sanitize=verdict(root))
+    if others and not ev.ok:
+        logger.warning("the final timing of {} candidates together failed ({}: {}); timing the best alone",
+                       len(timed), ev.status, ev.message)
+        head, others = best, []
+        ev = runner.evaluate(job_of(best, "best.cu"), profile=False, baseline=seed, sanitize=False)
     if not ev.ok or not ev.median_ms or not ev.baseline_ms:
-        return base | {"status": str(ev.status), "message": ev.message, "sanitize": verdict}
-    if best is root:
-        return base | {"status": "ok", "message": "the seed is the best", "seed_ms": root.median_ms,
-                       "best_ms": root.median_ms, "speedup": 1.0, "sanitize": verdict}
-    return base | {"status": "ok", "message": "", "seed_ms": ev.baseline_ms, "best_ms": ev.median_ms,
-                   "speedup": ev.baseline_ms / ev.median_ms, "seed": ev.seed, "sanitize": verdict}
+        return best, figure(best, status=str(ev.status), message=ev.message, sanitize=verdict(best))
+    hr = ev.harness
+    seed_t = hr.baseline_timing if hr is not None and hr.baseline_timing is not None else _untimed(ev.baseline_ms)
+    measured = [(head, hr.timing if hr is not None and hr.timing is not None else _untimed(ev.median_ms))]
+    compared = [_compared(head, measured[0][1])]
+    results = list(hr.rivals) if hr is not None else []
+    for n, res in zip(others, results + [None] * (len(others) - len(results))):
+        if res is not None and res.status == Status.OK and res.timing is not None:
+            measured.append((n, res.timing))
+            compared.append(_compared(n, res.timing))
+        else:
+            compared.append({"node": n.id, "edits": n.depth, "search_ms": n.median_ms,
+                             "status": str(res.status) if res is not None else "not_timed",
+                             "message": res.message if res is not None else "the job gave no result for it"})
+    if any(n is root for n in group):
+        measured.append((root, seed_t))
+        compared.append(_compared(root, seed_t))
+    pick = choose_best(Ranked(i, t.median_ms, _spread(t), n.depth, n.id) for i, (n, t) in enumerate(measured))
+    chosen, chosen_t = measured[pick.key]
+    extra = {"compared": compared, "clocks": hr.clocks if hr is not None else None, "seed": ev.seed}
+    if len(measured) > 1:
+        extra["message"] = (f"{len(measured)} candidates within the noise band timed together: node {chosen.id} "
+                            f"({chosen.depth} edits) chosen")
+    if chosen is root:
+        return root, figure(root, status="ok", message="the seed is the best", seed_ms=seed_t.median_ms,
+                            best_ms=seed_t.median_ms, speedup=1.0, sanitize=verdict(root)) | {
+                                k: v for k, v in extra.items() if k != "message"}
+    interval = ratio_interval(seed_t.blocks_ms, chosen_t.blocks_ms)
+    return chosen, figure(chosen, status="ok", message="", seed_ms=seed_t.median_ms, best_ms=chosen_t.median_ms,
+                          speedup=seed_t.median_ms / chosen_t.median_ms,
+                          speedup_low=interval[1] if interval else None, speedup_high=interval[2] if interval else None,
+                          speedup_rounds=min(len(seed_t.blocks_ms), len(chosen_t.blocks_ms)),
+                          sanitize=verdict(chosen)) | extra
+
+
+def _untimed(median_ms: float):
+    """A timing known only by its median (a fake runner's evaluation without a harness result)."""
+    from ..verify.harness import TimingResult
+
+    return TimingResult(median_ms, median_ms, median_ms, median_ms, median_ms, median_ms, float("nan"), 0, 0, 0, False)
+
+
+def _spread(t) -> float | None:
+    """A timing's spread (IQR over median), None where it is not known."""
+    return t.spread if t.spread == t.spread else None        # NaN: an _untimed one
+
+
+def _compared(node, t) -> dict:
+    """What the final comparison says of one timed node (its search id, turned into the store's)."""
+    spread = _spread(t)
+    return {"node": node.id, "edits": node.depth, "median_ms": t.median_ms,
+            "spread": round(spread, 6) if spread is not None else None, "reps": t.reps, "search_ms": node.median_ms}

@@ -91,7 +91,7 @@ class Item:
     profile: bool = True
     time_it: bool = True
     sanitize: bool | None = None      # True: sanitize it, False: never, None: as the sanitize stage's mode says
-    baseline: Candidate | None = None
+    baseline: Candidate | tuple[Candidate, ...] | None = None   # a tuple: the baseline, then rivals (baselines())
     kb: KernelBinary | None = None
     ev: Evaluation | None = None
     job: HarnessJob | None = None
@@ -106,6 +106,17 @@ class Item:
     @property
     def failed(self) -> bool:
         return self.ev is None or self.ev.status != Status.OK or self.job is None
+
+
+def baselines(baseline: Candidate | tuple[Candidate, ...] | None) -> tuple[Candidate, ...]:
+    """What a candidate is timed interleaved with, in one GPU job: ``Runner.submit``'s
+    ``baseline``, one :class:`Candidate` (the seed: a final speedup, ``Evaluation.baseline_ms``)
+    or a tuple, the baseline then rivals: other candidates, each also verified again after the
+    timing, whose results are on ``Evaluation.harness.rivals`` (the final choice among the
+    candidates that tie, :func:`optiml.app.optimize.final_timing`)."""
+    if baseline is None:
+        return ()
+    return tuple(baseline) if isinstance(baseline, (tuple, list)) else (baseline,)
 
 
 class Stage(Protocol):
@@ -187,13 +198,19 @@ class BuildStage:
             item.kb, item.ev = self.prep.build(item.candidate)
             if item.kb is None or self._reused(item):
                 continue
-            base_kb = None
-            if item.baseline is not None:
-                base_kb, base_ev = self.prep.build(item.baseline)
-                if base_kb is None:
-                    item.ev.fail(Status.REFERENCE_ERROR, f"the baseline does not build: {base_ev.status}: {base_ev.message}")
-                    continue
-            item.job = self.prep.job(item.kb, item.ev, time_it=item.time_it, baseline=base_kb)
+            built = []        # the baseline, then the rivals (a tuple baseline: see Item.baseline)
+            for n, other in enumerate(baselines(item.baseline)):
+                kb, ev = self.prep.build(other)
+                if kb is None:
+                    what = "the baseline" if n == 0 else f"rival {n}"
+                    item.ev.fail(Status.REFERENCE_ERROR, f"{what} does not build: {ev.status}: {ev.message}")
+                    break
+                built.append(kb)
+            if item.ev.status != Status.OK:
+                continue
+            item.job = self.prep.job(item.kb, item.ev, time_it=item.time_it, baseline=built[0] if built else None)
+            if item.job is not None and len(built) > 1:
+                item.job = replace(item.job, rivals=tuple(built[1:]))
 
     def close(self) -> None:
         pass

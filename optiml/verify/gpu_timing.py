@@ -1,25 +1,31 @@
-"""Timing on the GPU (worker side): one kernel, or several interleaved for a final speedup."""
+"""Timing on the GPU (worker side): one kernel, or several interleaved in blocks for a final speedup."""
 from __future__ import annotations
 
+import ctypes
 import math
 import time
 
 from .gpu import Gpu, KernelFault, Stage, _copy_on_device, _free, _launch, _new_case, timing_seed
 from .harness import HarnessJob, KernelBinary, TimingResult
-from .timing_stats import median_ci_rel, timing_stats
+from .timing_stats import block_order, block_plan, median_ci_rel, timing_stats
 
 
 def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelBinary],
-                 seed0: int | None = None) -> tuple[list[TimingResult], object]:
-    """Time one kernel, or several interleaved (round r launches each once, the order rotating
-    every round) on the same input sets, so that clocks, temperature and neighbours affect
-    them alike: that is how a final speedup is measured.
+                 seed0: int | None = None) -> tuple[list[TimingResult], object, dict | None]:
+    """Time one kernel, or several interleaved on the same input sets so that clocks,
+    temperature and neighbours affect them alike: that is how a final speedup is measured.
+    Several run in blocks of consecutive repetitions, the blocks alternating between the
+    kernels, the order rotating every round (:func:`~optiml.verify.timing_stats.block_plan`
+    says how many of each, from each kernel's own time).
 
     Outputs are poisoned again before every launch (outside the timed region), and the first
     kernel's input set 0 is returned, still on the device (the caller frees it): alone, its
     outputs are what the last timed launch on that set wrote; interleaved, what one more launch
     after timing writes. The caller checks them against the reference, so a kernel that is right
-    while verified and idle while timed (it counts its launches) does not pass."""
+    while verified and idle while timed (it counts its launches) does not pass. The third value:
+    interleaved, the GPU's SM clock, temperature and clock-limiting reasons at the start and the
+    end, the clock's range over the blocks and the plan (:class:`_Nvml`; the readings None without
+    NVML), else None."""
     spec, drv = job.spec, gpu.drv
     tcfg = spec.timing
     sizes = spec.timing_sizes
@@ -45,6 +51,13 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
         for n in restored:
             drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].nbytes(n), gpu.stream)
 
+    def prepare(i, pattern):
+        """Input set ``i`` as it was, and (after the reset) a cold L2 for the next launch."""
+        reset(i)
+        if flush is not None:
+            drv.memset_d32_async(flush, pattern & 0xFFFF, flush_words, gpu.stream)
+
+    clocks = None
     try:
         stage(f"timing: warm-up at sizes {sizes}")
         start, end = drv.Event(), drv.Event()
@@ -62,40 +75,20 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
             warm += 1
             if warm >= 1000 * len(kernels):
                 break
-        reps = int(min(tcfg.max_reps, max(tcfg.min_reps, math.ceil(tcfg.target_ms / max(max(est), 1e-3)))))
-        # One kernel alone stops early once its median is precise (tcfg.precision), checked after
-        # min_reps and then every chunk; interleaved kernels (a final speedup) always run all reps.
-        early = tcfg.precision > 0 and len(kernels) == 1
-        chunk = max(tcfg.min_reps, 10)
-        stage(f"timing: up to {reps} repetitions at sizes {sizes}" + (f", {len(kernels)} kernels interleaved" if len(kernels) > 1 else ""))
-        events = [[(drv.Event(), drv.Event()) for _ in range(reps)] for _ in kernels]
-        samples: list[list[float]] = [[] for _ in kernels]
-        r = 0
-        while r < reps:
-            i = r % n_sets
-            for j in range(len(kernels)):
-                k = (r + j) % len(kernels)
-                fn, launch = kernels[k]
-                s_ev, e_ev = events[k][r]
-                reset(i)
-                if flush is not None:        # after the reset: the timed launch starts with a cold L2
-                    drv.memset_d32_async(flush, (r * len(kernels) + j) & 0xFFFF, flush_words, gpu.stream)
-                s_ev.record(gpu.stream)
-                _launch(gpu, fn, launch, args[i])
-                e_ev.record(gpu.stream)
-            r += 1
-            if len(kernels) > 1:
-                gpu.stream.synchronize()          # keep the rounds from piling up on the queue
-            elif early and r >= tcfg.min_reps and (r % chunk == 0 or r == reps):
-                gpu.stream.synchronize()
-                samples[0] += [e.time_since(s) for s, e in events[0][len(samples[0]):r]]
-                if median_ci_rel(samples[0]) <= tcfg.precision:
-                    break
-        gpu.stream.synchronize()
-        for k, evs in enumerate(events):
-            samples[k] += [e.time_since(s) for s, e in evs[len(samples[k]):r]]
-        if len(kernels) > 1:                  # set 0 holds whichever kernel ran last: once more
-            reset(0)
+        if len(kernels) == 1:
+            samples = [_time_alone(gpu, kernels[0], tcfg, est[0], args, n_sets, prepare, stage, sizes)]
+            blocks = [None]
+            warmups = [warm]
+        else:
+            probe = _Nvml.open(gpu.pci)
+            clocks = {"start": probe.read() if probe else None}
+            samples, blocks, warmups = _time_blocks(gpu, kernels, tcfg, est, args, n_sets, prepare, stage, sizes,
+                                                    probe, clocks)
+            clocks["end"] = probe.read() if probe else None
+            if probe:
+                probe.close()
+            warmups = [warm // len(kernels) + w for w in warmups]
+            reset(0)                          # set 0 holds whichever kernel ran last: once more
             _launch(gpu, kernels[0][0], kernels[0][1], args[0])
             gpu.stream.synchronize()
     except drv.Error as e:
@@ -108,4 +101,123 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
                 _free(gpu, b)
         if flush is not None:
             _free(gpu, flush)
-    return [timing_stats(sm, warm, n_sets, flush is not None) for sm in samples], sets[0]
+    return ([timing_stats(sm, w, n_sets, flush is not None, blocks=bl) for sm, w, bl in zip(samples, warmups, blocks)],
+            sets[0], clocks)
+
+
+def _time_alone(gpu: Gpu, kernel, tcfg, est: float, args, n_sets: int, prepare, stage: Stage, sizes) -> list[float]:
+    """One kernel: repetitions sized from its time; it stops early once its median is precise
+    (tcfg.precision), checked after min_reps and then every chunk."""
+    drv = gpu.drv
+    reps = int(min(tcfg.max_reps, max(tcfg.min_reps, math.ceil(tcfg.target_ms / max(est, 1e-3)))))
+    early = tcfg.precision > 0
+    chunk = max(tcfg.min_reps, 10)
+    stage(f"timing: up to {reps} repetitions at sizes {sizes}")
+    events = [(drv.Event(), drv.Event()) for _ in range(reps)]
+    samples: list[float] = []
+    fn, launch = kernel
+    r = 0
+    while r < reps:
+        i = r % n_sets
+        s_ev, e_ev = events[r]
+        prepare(i, r)                        # after the reset: the timed launch starts with a cold L2
+        s_ev.record(gpu.stream)
+        _launch(gpu, fn, launch, args[i])
+        e_ev.record(gpu.stream)
+        r += 1
+        if early and r >= tcfg.min_reps and (r % chunk == 0 or r == reps):
+            gpu.stream.synchronize()
+            samples += [e.time_since(s) for s, e in events[len(samples):r]]
+            if median_ci_rel(samples) <= tcfg.precision:
+                break
+    gpu.stream.synchronize()
+    samples += [e.time_since(s) for s, e in events[len(samples):r]]
+    return samples
+
+
+def _time_blocks(gpu: Gpu, kernels, tcfg, est: list[float], args, n_sets: int, prepare, stage: Stage, sizes,
+                 probe, clocks: dict) -> tuple[list[list[float]], list[list[list[float]]], list[int]]:
+    """Several kernels in blocks (:func:`block_plan`): per kernel its samples, its samples block
+    by block (round by round), and its untimed launches. The stream is synchronised after every
+    block (the next one's launches do not pile up behind it), and the SM clock read there too."""
+    drv = gpu.drv
+    plan = block_plan(est, tcfg.min_reps, tcfg.max_reps, tcfg.target_ms)
+    stage(f"timing: {len(kernels)} kernels interleaved at sizes {sizes}, {plan.rounds} rounds of blocks of "
+          f"{', '.join(map(str, plan.reps))} repetitions")
+    events = [(drv.Event(), drv.Event()) for _ in range(max(plan.reps))]
+    samples: list[list[float]] = [[] for _ in kernels]
+    blocks: list[list[list[float]]] = [[] for _ in kernels]
+    launches = 0
+    mhz = []
+    for r in range(plan.rounds):
+        for k in block_order(r, len(kernels)):
+            fn, launch = kernels[k]
+            for _ in range(plan.warmup[k]):       # untimed: the previous block's after-effects end here
+                i = launches % n_sets
+                prepare(i, launches)
+                _launch(gpu, fn, launch, args[i])
+                launches += 1
+            for b in range(plan.reps[k]):
+                i = launches % n_sets
+                s_ev, e_ev = events[b]
+                prepare(i, launches)
+                s_ev.record(gpu.stream)
+                _launch(gpu, fn, launch, args[i])
+                e_ev.record(gpu.stream)
+                launches += 1
+            gpu.stream.synchronize()
+            block = [e.time_since(s) for s, e in events[:plan.reps[k]]]
+            samples[k] += block
+            blocks[k].append(block)
+            if probe:
+                mhz.append((probe.read() or {}).get("sm_mhz"))
+    mhz = [m for m in mhz if m]
+    if mhz:
+        clocks["sm_mhz_min"], clocks["sm_mhz_max"] = min(mhz), max(mhz)
+    clocks["plan"] = {"rounds": plan.rounds, "reps": list(plan.reps), "warmup": list(plan.warmup),
+                      "est_ms": [round(float(e), 6) for e in est]}
+    return samples, blocks, [plan.rounds * w for w in plan.warmup]
+
+
+class _Nvml:
+    """The GPU's SM clock, temperature and clock-limiting reasons, read through NVML
+    (libnvidia-ml.so.1, the driver's library) with ctypes; absent (``open`` gives None) where
+    the library or the device is not found. Informational: nothing depends on it."""
+    SM_CLOCK, GPU_TEMP = 1, 0        # NVML_CLOCK_SM, NVML_TEMPERATURE_GPU
+
+    def __init__(self, lib, handle):
+        self.lib, self.handle = lib, handle
+
+    @classmethod
+    def open(cls, pci: str) -> "_Nvml | None":
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return None
+            handle = ctypes.c_void_p()
+            if lib.nvmlDeviceGetHandleByPciBusId_v2(pci.encode(), ctypes.byref(handle)) != 0:
+                lib.nvmlShutdown()
+                return None
+            return cls(lib, handle)
+        except (OSError, AttributeError):
+            return None
+
+    def read(self) -> dict | None:
+        try:
+            clock, temp, reasons = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+            out = {}
+            if self.lib.nvmlDeviceGetClockInfo(self.handle, self.SM_CLOCK, ctypes.byref(clock)) == 0:
+                out["sm_mhz"] = int(clock.value)
+            if self.lib.nvmlDeviceGetTemperature(self.handle, self.GPU_TEMP, ctypes.byref(temp)) == 0:
+                out["temp_c"] = int(temp.value)
+            if self.lib.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle, ctypes.byref(reasons)) == 0:
+                out["clock_limits"] = hex(reasons.value)     # NVML's clocks event reasons bit mask
+            return out or None
+        except (OSError, AttributeError):
+            return None
+
+    def close(self) -> None:
+        try:
+            self.lib.nvmlShutdown()
+        except (OSError, AttributeError):
+            pass

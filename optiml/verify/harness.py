@@ -57,6 +57,8 @@ class HarnessJob:
     device: int = 0
     profile_tag: str | None = None          # profile mode: one launch inside NVTX range optiml.profile.<tag>
     baseline: KernelBinary | None = None    # timed interleaved with the candidate (the final speedup)
+    rivals: tuple[KernelBinary, ...] = ()   # other candidates timed interleaved with it (after the baseline),
+                                            # each verified on the job's cases after the timing
     ops_cubin: str | None = None            # gpu_ops kernels: inputs drawn and outputs compared on the GPU
 
 
@@ -75,11 +77,21 @@ class TimingResult:
     flushed_l2: bool
     samples_ms: list[float] = field(default_factory=list)
     median_ci_rel: float | None = None    # half the median's 95% confidence interval, over the median
+    blocks_ms: list[float] = field(default_factory=list)   # interleaved: each block's median, round by round
 
     @property
     def spread(self) -> float:
         """Interquartile range over the median: a timing's own noise."""
         return self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
+
+
+@dataclass
+class RivalResult:
+    """A rival of the job's candidate (``HarnessJob.rivals``): its verification after the timing
+    (a status, as a candidate's) and its timing, kept only when it verified."""
+    status: str
+    message: str = ""
+    timing: TimingResult | None = None
 
 
 @dataclass
@@ -89,6 +101,8 @@ class HarnessResult:
     checks: list[CaseCheck] = field(default_factory=list)
     timing: TimingResult | None = None
     baseline_timing: TimingResult | None = None   # the job's baseline, timed interleaved with it
+    rivals: list[RivalResult] = field(default_factory=list)   # the job's rivals, in its order
+    clocks: dict | None = None    # interleaved timing: the GPU's SM clock and temperature (NVML) at its start and end
     device_name: str = ""
     device_pci: str = ""      # the GPU's PCI bus id (informational: which physical GPU ran the job)
     log_tail: str = ""
@@ -121,6 +135,9 @@ class HarnessResult:
         for key in ("timing", "baseline_timing"):
             if d.get(key):
                 d[key] = TimingResult(**d[key])
+        d["rivals"] = [RivalResult(r["status"], r.get("message", ""),
+                                   TimingResult(**r["timing"]) if r.get("timing") else None)
+                       for r in d.get("rivals") or []]
         return cls(**d)
 
 

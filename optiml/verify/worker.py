@@ -14,6 +14,7 @@ import math
 import os
 import pickle
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -23,7 +24,7 @@ from .. import dtypes as _dt
 from ..spec import Launch, TaskSpec
 from .compare import CaseCheck, check_output, summarize
 from .gpu import DeviceCase, Gpu, KernelFault, Stage, _free, _launch, _new_case, _open_gpu
-from .harness import HarnessJob, HarnessResult
+from .harness import HarnessJob, HarnessResult, RivalResult
 from .inputs import CaseData, make_case
 from .profiled import profile_batch, profile_once
 from .gpu_timing import time_kernels
@@ -317,12 +318,14 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
             return result
         if ok and job.time_it:
             try:
-                binaries = [job.candidate] + ([job.baseline] if job.baseline is not None else [])
+                based = job.baseline is not None
+                binaries = [job.candidate] + ([job.baseline] if based else []) + list(job.rivals)
                 ref0 = keep.get("timing_ref")
                 with stage.phase("time"):
-                    timings, set0 = time_kernels(gpu, job, stage, binaries, seed0=ref0.seed if ref0 is not None else None)
+                    timings, set0, result.clocks = time_kernels(gpu, job, stage, binaries,
+                                                                seed0=ref0.seed if ref0 is not None else None)
                 result.timing = timings[0]
-                result.baseline_timing = timings[1] if len(timings) > 1 else None
+                result.baseline_timing = timings[1] if based else None
                 try:
                     with stage.phase("check_timed"):
                         _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
@@ -330,12 +333,36 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
                     _free(gpu, set0)
             except KernelFault as e:
                 result.status, result.message = Status.RUNTIME_ERROR, f"while timing: {e}"
+            if result.status == Status.OK and job.rivals:
+                with stage.phase("verify_rivals"):
+                    _verify_rivals(gpu, job, stage, result, ref, timings[1 + based:])
         stage("done")
         return result
     finally:
         if keep.get("timing_ref") is not None:
             _free(gpu, keep["timing_ref"])
         result.phases = {k: round(v, 6) for k, v in stage.phases.items()}
+
+
+def _verify_rivals(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, timings) -> None:
+    """Verify each of the job's rivals on the job's cases after the timing (so a rival idle
+    while timed is caught as the candidate is), keeping its timing only if it passes
+    (``result.rivals``). A rival that faults ends the job with its status (the context may be
+    broken: the persistent worker exits after such a job)."""
+    for n, (kb, timing) in enumerate(zip(job.rivals, timings), 1):
+        own = HarnessResult(status=Status.OK)
+        keep: dict = {}
+        try:
+            ok = verify(gpu, replace(job, candidate=kb), stage, own, ref, keep)
+        except gpu.drv.Error as e:
+            own.status, own.message, ok = Status.LAUNCH_ERROR, f"could not load the kernel: {e}", False
+        finally:
+            if keep.get("timing_ref") is not None:
+                _free(gpu, keep["timing_ref"])
+        result.rivals.append(RivalResult(own.status, own.message, timing if ok else None))
+        if own.status in GPU_FAULTS:
+            result.status, result.message = own.status, f"rival {n} of the candidate: {own.message}"
+            return
 
 
 def main(jobdir: str) -> int:
