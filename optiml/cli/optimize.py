@@ -121,13 +121,5 @@ def sanitize_line(final: dict, mode: str) -> str:
 
 
 def summary_line(result) -> str:
-    """``run N: ... candidates; best ...x ...; path: ...; written to ...``."""
-    final = result.final
-    if final["status"] == "ok":
-        figure = (f"{final['speedup']:.2f}x ({final['seed_ms']:.4f} -> {final['best_ms']:.4f} ms, "
-                  f"re-verified and timed interleaved with the seed)")
-    else:
-        figure = (f"{result.speedup:.2f}x during the search; the final interleaved re-timing "
-                  f"failed ({final['status']}: {final['message']})")
-    return (f"run {result.run_id}: {result.evaluations} candidates; best {figure}; "
-            f"path: {'; '.join(result.best_path) or 'the seed itself'}; written to {result.output}")
+    """``run N: ... candidates; best ...x (95 % interval ...) ...; path: ...; written to ...``."""
+    return result.line()
