@@ -81,3 +81,37 @@ def test_optimize_gives_the_rules_the_specs_declared_space():
     prop = make_proposer("rules", None, None, 10.0, spec)
     assert prop.space == spec.tune and prop.size_sets == tuple(spec.all_size_sets)
     assert make_proposer("rules", None, None, 10.0, None).space is None
+
+
+class FakeStencilGpu:
+    """A fake GPU for the search loop (not a GPU result): a smooth runtime over the stencil's
+    declared space, flags and qualifiers changing nothing but noise; 40 registers a thread."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def evaluate(self, source, flags):
+        import hashlib
+
+        from optiml.search.result import Result
+
+        p = read_point(source, self.spec.entry, self.spec.tune)
+        t = 1.0 + 0.05 * abs(p["BLOCK_X"] - 64) / 16 + 0.1 * abs(p["BLOCK_Y"] - 4) + 0.05 * p["ROWS_PER_THREAD"]
+        noise = int(hashlib.sha1((source + str(flags)).encode()).hexdigest()[:6], 16) / 16 ** 6
+        return Result("ok", median_ms=t * (1 + 0.004 * noise), spread=0.005, resources={"registers": 40})
+
+
+def test_a_memory_bound_stencil_spends_few_evaluations_on_flags():
+    """examples/stencil2d (no division, root or transcendental: fast math cannot matter) at budget
+    150: at most 10 % of the evaluations are flag variants, and the best point is found."""
+    from optiml.search.mcts import MCTS, SearchConfig
+
+    kernel = ROOT / "examples" / "stencil2d" / "stencil2d.cu"
+    spec = load_spec(kernel.with_suffix(".toml"), kernel)
+    search = MCTS(kernel.read_text(), FakeStencilGpu(spec), RulesProposer(space=spec.tune, size_sets=spec.all_size_sets),
+                  entry=spec.entry, config=SearchConfig(budget=150, seed=0))
+    best = search.run()
+    flags = [n for n in search.nodes[1:] if n.edit.startswith("flag")]
+    assert search.evaluations == 150 and len(flags) <= 15, [n.edit for n in flags]
+    assert not any("use_fast_math" in n.edit for n in flags)
+    assert read_point(best.source, spec.entry, spec.tune) == {"BLOCK_X": 64, "BLOCK_Y": 4, "ROWS_PER_THREAD": 1}
