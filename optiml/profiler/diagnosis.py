@@ -22,19 +22,46 @@ TENSOR_IDLE_PCT = 0.5
 
 @dataclass(frozen=True)
 class DevicePeaks:
-    """A device's peak rates. ``fp16_tensor_gflops`` is dense (no sparsity), None if unknown."""
+    """A device's peak rates. Tensor rates are dense (no sparsity), None if unknown. ``source`` is
+    "datasheet" (the vendor's figures) or "measured" (``optiml calibrate``,
+    :mod:`optiml.profiler.calibration`)."""
 
     name: str
     dram_gbps: float
     fp32_gflops: float
     source: str
     fp16_tensor_gflops: float | None = None
+    bf16_tensor_gflops: float | None = None
+    tf32_tensor_gflops: float | None = None
+    l2_gbps: float | None = None
+
+    @property
+    def said(self) -> str:
+        """Where the figures come from, in words for a sentence."""
+        if self.source == "measured":
+            return "measured by optiml calibrate"
+        return f"{self.source}; run optiml calibrate to measure this GPU"
+
+    def compute_peak(self, dtype: str | None, matmul_like: bool) -> tuple[float, str]:
+        """The rate a task's FLOPs are held to, and its name: the dense tensor-core rate of a
+        half-precision matrix product (``dtype`` float16/bfloat16 and ``matmul_like``), else FP32 FMA."""
+        tensor = {"float16": (self.fp16_tensor_gflops, "dense fp16 tensor-core"),
+                  "bfloat16": (self.bf16_tensor_gflops or self.fp16_tensor_gflops, "dense bf16 tensor-core")}
+        if matmul_like and dtype in tensor and tensor[dtype][0]:
+            return tensor[dtype]
+        return self.fp32_gflops, "fp32 (non-tensor)"
+
+    def fastest_gflops(self) -> float:
+        """The most generous compute rate it knows (the physical-bound check's)."""
+        return max(r for r in (self.fp32_gflops, self.fp16_tensor_gflops, self.bf16_tensor_gflops,
+                               self.tf32_tensor_gflops, 0.0) if r is not None)
 
 
 # NVIDIA H100 and H200 datasheets: FP32 67 TFLOP/s (non-tensor), FP16 tensor 1,979 TFLOP/s
 # with sparsity (989.5 dense); memory bandwidth 3.35 TB/s (H100 SXM) and 4.8 TB/s (H200).
-H100_SXM = DevicePeaks("H100 SXM", 3350.0, 67_000.0, "datasheet", 989_500.0)
-H200 = DevicePeaks("H200", 4800.0, 67_000.0, "datasheet", 989_500.0)
+# BF16 tensor as FP16; TF32 tensor 989 TFLOP/s with sparsity (494.7 dense).
+H100_SXM = DevicePeaks("H100 SXM", 3350.0, 67_000.0, "datasheet", 989_500.0, 989_500.0, 494_700.0)
+H200 = DevicePeaks("H200", 4800.0, 67_000.0, "datasheet", 989_500.0, 989_500.0, 494_700.0)
 
 
 def peaks_for_device(display_name: str) -> DevicePeaks | None:
@@ -216,7 +243,7 @@ def _tensor_sentence(metrics: dict[str, MetricValue]) -> str | None:
     return None
 
 
-def _speed_of_light(metrics, flops, bytes_moved, peaks, is_half_matmul) -> list[str]:
+def _speed_of_light(metrics, flops, bytes_moved, peaks, is_half_matmul, half_dtype=None) -> list[str]:
     duration = _num(metrics, "duration_ns")
     if not duration:
         return []
@@ -225,18 +252,17 @@ def _speed_of_light(metrics, flops, bytes_moved, peaks, is_half_matmul) -> list[
         gflops = flops / duration  # FLOP per ns is GFLOP/s
         text = f"Speed of light: {gflops / 1000:.3g} TFLOP/s"
         if peaks is not None:
-            use_tensor = is_half_matmul and peaks.fp16_tensor_gflops
-            peak = peaks.fp16_tensor_gflops if use_tensor else peaks.fp32_gflops
-            kind = "dense fp16 tensor-core" if use_tensor else "fp32 (non-tensor)"
+            peak, kind = peaks.compute_peak(half_dtype or "float16", is_half_matmul)
             text += (f" is {gflops / peak:.1%} of the {peaks.name} {kind} peak of "
-                     f"{peak / 1000:.4g} TFLOP/s ({peaks.source})")
+                     f"{peak / 1000:.4g} TFLOP/s ({peaks.said})")
         out.append(text + ".")
     if bytes_moved:
         gbps = bytes_moved / duration  # bytes per ns is GB/s
         text = f"Memory speed of light: {gbps:.4g} GB/s"
         if peaks is not None:
-            text += (f" is {gbps / peaks.dram_gbps:.1%} of the {peaks.name} DRAM peak of "
-                     f"{peaks.dram_gbps:.0f} GB/s ({peaks.source})")
+            kind = "DRAM copy bandwidth" if peaks.source == "measured" else "DRAM peak"
+            text += (f" is {gbps / peaks.dram_gbps:.1%} of the {peaks.name} {kind} of "
+                     f"{peaks.dram_gbps:.0f} GB/s ({peaks.said})")
         out.append(text + ".")
     return out
 
@@ -248,12 +274,15 @@ def diagnose(
     bytes_moved: float | None = None,
     peaks: DevicePeaks | None = None,
     is_half_matmul: bool = False,
+    half_dtype: str | None = None,
 ) -> list[str]:
     """A few plain sentences on what limits the kernel, most important first.
 
     ``flops`` and ``bytes_moved`` are the work the task does (e.g. 2·M·N·K and the bytes of
     its inputs and outputs); with ``peaks`` the speed-of-light sentences give the fraction of
-    the device's datasheet peak. ``is_half_matmul`` asks whether the tensor cores are used.
+    the device's peak, measured (``optiml calibrate``) or from the datasheet, and say which.
+    ``is_half_matmul`` asks whether the tensor cores are used (``half_dtype``: float16 or
+    bfloat16, whose tensor peak applies; float16 when not given).
     """
     sentences = [
         _bound_sentence(metrics),
@@ -265,4 +294,4 @@ def diagnose(
         _stalls_sentence(metrics),
     ]
     found = [s for s in sentences if s]
-    return found + _speed_of_light(metrics, flops, bytes_moved, peaks, is_half_matmul)
+    return found + _speed_of_light(metrics, flops, bytes_moved, peaks, is_half_matmul, half_dtype)

@@ -1,0 +1,138 @@
+"""Measured speed of light without a GPU: the calibration cache (keyed by GPU, driver and clocks),
+--import and --show, the bound arithmetic from fixed figures, the diagnosis and the judge's bound
+saying "measured" or "datasheet", and calibrate.cu building with nvcc."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from optiml.cli import main
+from optiml.profiler.calibration import (Calibration, CalibrationError, import_file, lookup, peaks_for,
+                                         physical_bound_ms, read_cache, save, speed_of_light)
+from optiml.profiler.diagnosis import H100_SXM, diagnose
+from optiml.runner.judge import speed_of_light_ms
+
+GPU, DRIVER, CLOCKS = "NVIDIA H100 80GB HBM3", "570.86.15", "application clocks 1980/2619 MHz"
+FIGS = {"dram_gbps": 3000.0, "l2_gbps": 7000.0, "fp32_gflops": 50_000.0, "fp16_tensor_gflops": 600_000.0,
+        "bf16_tensor_gflops": 590_000.0, "tf32_tensor_gflops": 300_000.0}
+
+
+def cal(**kw) -> Calibration:
+    d = {"gpu": GPU, "driver": DRIVER, "clocks": CLOCKS, "figures": dict(FIGS), "details": {"memcpy_gbps": 2950.0}}
+    return Calibration.from_dict(d | kw, "test")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPTIML_CACHE_DIR", str(tmp_path))
+    return tmp_path / "calibration.json"
+
+
+def test_cache_is_keyed_by_gpu_driver_and_clocks(cache):
+    save([cal()])
+    assert lookup(GPU, DRIVER, CLOCKS).figures["dram_gbps"] == 3000.0
+    assert lookup(GPU, "580.0", CLOCKS) is None                       # another driver: measured again
+    assert lookup(GPU, DRIVER, "application clocks 1500/2619 MHz") is None
+    save([cal(figures=FIGS | {"dram_gbps": 3100.0})])                 # the same key is replaced
+    assert len(read_cache()) == 1 and lookup(GPU, DRIVER, CLOCKS).figures["dram_gbps"] == 3100.0
+
+
+def test_peaks_measured_when_cached_else_datasheet(cache):
+    key = (GPU, DRIVER, CLOCKS)
+    assert peaks_for(GPU, key) is H100_SXM                            # no calibration: the datasheet
+    save([cal()])
+    p = peaks_for(GPU, key)
+    assert (p.source, p.dram_gbps, p.fp16_tensor_gflops, p.l2_gbps) == ("measured", 3000.0, 600_000.0, 7000.0)
+    assert peaks_for("NVIDIA RTX 9999", ("NVIDIA RTX 9999", DRIVER, CLOCKS)) is None
+    cache.write_text("{not json")                                     # a broken cache: no calibration
+    assert peaks_for(GPU, key) is H100_SXM
+
+
+def test_bound_arithmetic_memory_and_compute():
+    peaks = cal().peaks()
+    # a copy of 1.2 GB: 0.4 ms at 3000 GB/s; timed at 0.5 ms: 80 % of the memory bound
+    sol = speed_of_light(0.5, flops=None, nbytes=1.2e9, peaks=peaks)
+    assert (sol.bound, round(sol.fraction, 6), sol.peak_name, sol.source) == (
+        "memory", 0.8, "DRAM copy bandwidth", "measured")
+    # an fp16 GEMM 4096^3: 1.37e11 FLOP, 1e8 bytes: compute-bound at the fp16 tensor rate
+    flops, nbytes = 2 * 4096 ** 3, 3 * 4096 * 4096 * 2
+    sol = speed_of_light(0.5, flops, nbytes, peaks, dtype="float16")
+    assert sol.bound == "compute" and sol.peak == 600_000.0 and "fp16 tensor" in sol.peak_name
+    assert sol.fraction == pytest.approx(flops / 600e12 / 0.5e-3)
+    # the same counts in float32: held to the FP32 FMA rate
+    sol32 = speed_of_light(5.0, flops, nbytes * 2, peaks, dtype="float32")
+    assert sol32.peak == 50_000.0 and sol32.fraction == pytest.approx(flops / 50e12 / 5e-3)
+    # datasheet peaks say so
+    assert speed_of_light(0.5, None, 1.2e9, H100_SXM).source == "datasheet"
+    assert speed_of_light(0.5, None, None, peaks) is None and speed_of_light(0.5, None, 1e9, None) is None
+
+
+def test_judge_bound_uses_measured_peaks():
+    measured = cal().peaks()
+    # bytes at the measured 3000 GB/s (not the datasheet's 3350); FLOPs at the fastest tensor rate
+    assert physical_bound_ms(None, 3e9, measured) == pytest.approx(1.0)
+    assert speed_of_light_ms((None, 3e9), GPU, measured) == pytest.approx(1.0)
+    assert speed_of_light_ms((None, 3.35e9), GPU, H100_SXM) == pytest.approx(1.0)
+    assert physical_bound_ms(6e11, None, measured) == pytest.approx(1.0)
+
+
+def test_diagnosis_says_measured_or_datasheet():
+    metrics = {"duration_ns": 1e6}
+    measured = " ".join(diagnose(metrics, flops=1e10, bytes_moved=1.5e9, peaks=cal().peaks()))
+    assert "50.0% of the NVIDIA H100 80GB HBM3 DRAM copy bandwidth of 3000 GB/s (measured by optiml calibrate)" \
+        in measured
+    sheet = " ".join(diagnose(metrics, flops=1e10, bytes_moved=1.5e9, peaks=H100_SXM))
+    assert "(datasheet; run optiml calibrate to measure this GPU)" in sheet
+    bf16 = " ".join(diagnose(metrics, flops=5.9e11, bytes_moved=1e6, peaks=cal().peaks(), is_half_matmul=True,
+                             half_dtype="bfloat16"))
+    assert "100.0% of the NVIDIA H100 80GB HBM3 dense bf16 tensor-core peak of 590 TFLOP/s" in bf16
+
+
+@pytest.mark.parametrize("bad, said", [
+    ({"figures": FIGS | {"dram_gbps": -1}}, "figures.dram_gbps must be a positive number"),
+    ({"figures": FIGS | {"hbm_gbps": 1.0}}, "unknown figure 'hbm_gbps'"),
+    ({"driver": ""}, "'driver' is missing"),
+    ({"figures": {k: v for k, v in FIGS.items() if k != "fp32_gflops"}}, "figures.fp32_gflops must be"),
+])
+def test_import_errors_are_one_sentence(tmp_path, cache, bad, said):
+    f = tmp_path / "elsewhere.json"
+    f.write_text(json.dumps(cal().to_dict() | bad))
+    with pytest.raises(CalibrationError, match=said):
+        import_file(f)
+    r = CliRunner().invoke(main, ["calibrate", "--import", str(f)])
+    assert r.exit_code == 1 and said.split()[0] in r.output and "Traceback" not in r.output
+    assert not cache.exists()
+
+
+def test_cli_import_then_show(tmp_path, cache):
+    f = tmp_path / "elsewhere.json"
+    f.write_text(json.dumps({"calibrations": [cal().to_dict()]}))
+    r = CliRunner().invoke(main, ["calibrate", "--import", str(f)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["calibrate", "--show"])
+    assert r.exit_code == 0 and GPU in r.output and DRIVER in r.output and CLOCKS in r.output
+    assert "DRAM copy bandwidth     3000 GB/s" in r.output and "device-to-device memcpy: 2950 GB/s" in r.output
+    assert "90% of the H100 SXM datasheet's 3350 GB/s" in r.output
+    r = CliRunner().invoke(main, ["calibrate", "--show", "--json"])
+    assert json.loads(r.output)["calibrations"][0]["figures"]["fp16_tensor_gflops"] == 600_000.0
+
+
+def test_cli_without_gpu_is_one_sentence(monkeypatch, cache):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    r = CliRunner().invoke(main, ["calibrate"])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.strip() == ("Error: no GPU was found (nvidia-smi is not on PATH); `optiml calibrate` measures a "
+                                "CUDA GPU, while --show lists cached figures and --import FILE loads figures "
+                                "measured elsewhere.")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_microbenchmarks_build(tmp_path, arch):
+    from optiml.build import NvccBuilder
+    from optiml.verify import calibrate
+
+    result = NvccBuilder(arch, cache_dir=tmp_path).build(calibrate.SOURCE.read_text(), calibrate.NVCC_FLAGS,
+                                                         name="calibrate.cu")
+    assert result.ok, result.log
+    assert {"copy_f4", "l2_read", "fma_f32", "mma_f16", "mma_bf16", "mma_tf32", "has_mma"} <= set(result.symbols)
+    assert result.resources[result.symbols["mma_f16"]].registers >= 16      # the mma loop is there, not removed
