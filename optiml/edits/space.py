@@ -24,6 +24,7 @@ from .types import Measured, NodeView
 LENGTHS = (0.15, 0.25, 0.4, 0.6, 1.0)   # candidate length scales (a value list spans 1), by marginal likelihood
 NOISE = 1e-2          # the timing noise, relative to the measured spread of log runtimes
 XI = 0.01             # expected improvement counts only what beats the best by this (standardised)
+CHUNK = 2048          # candidates scored at a time
 WHOLE_SPACE = 20000   # points: a declared space up to this size is searched whole from every node
 FAILED_PENALTY = 1.0  # a failed point counts as this much slower (log) than the slowest measured one
 
@@ -41,7 +42,9 @@ class SpaceMoves:
         whole = space.cardinality <= WHOLE_SPACE
         self.max_changed = max_changed or (len(space.params) if whole else 2)
         self._all: list[tuple] | None = None
+        self.names = space.names
         self._index = {n: {v: i for i, v in enumerate(vals)} for n, vals in space.params}
+        self._coord_cache: dict[tuple, tuple | None] = {}
         self._scale = tuple(float(max(len(vals) - 1, 1)) for _, vals in space.params)
         self._points: dict[str, tuple | None] = {}
         self._valid: dict[tuple, bool] = {}
@@ -51,20 +54,23 @@ class SpaceMoves:
         """The source's values of the declared names, in order (None: some name is not readable)."""
         if source not in self._points:
             p = read_point(source, self.entry, self.space)
-            self._points[source] = tuple(p[n] for n in self.space.names) if len(p) == len(self.space.names) else None
+            self._points[source] = tuple(p[n] for n in self.names) if len(p) == len(self.names) else None
         return self._points[source]
 
     def valid(self, point: tuple) -> bool:
         if point not in self._valid:
-            named = dict(zip(self.space.names, point))
+            named = dict(zip(self.names, point))
             self._valid[point] = self.space.violated(named, self.size_sets, self.constants) is None
         return self._valid[point]
 
     def _coords(self, point: tuple) -> tuple[float, ...] | None:
-        try:
-            return tuple(float(self._index[n][v]) for n, v in zip(self.space.names, point))
-        except KeyError:            # a value outside the lists (the seed's own, say)
-            return None
+        if point not in self._coord_cache:
+            try:
+                c = tuple(float(self._index[n][v]) for n, v in zip(self.names, point))
+            except KeyError:            # a value outside the lists (the seed's own, say)
+                c = None
+            self._coord_cache[point] = c
+        return self._coord_cache[point]
 
     def neighbours(self, point: tuple) -> list[tuple]:
         """Valid points that differ from ``point`` in 1..max_changed names."""
@@ -126,36 +132,41 @@ class SpaceMoves:
                 L = np.linalg.cholesky(K)
             except np.linalg.LinAlgError:
                 continue
-            alpha = np.linalg.solve(L.T, np.linalg.solve(L, z))
+            Linv = np.linalg.solve(L, np.eye(len(X)))
+            alpha = Linv.T @ (Linv @ z)
             lml = -0.5 * float(z @ alpha) - float(np.log(np.diag(L)).sum())
             if best_fit is None or lml > best_fit[0]:
-                best_fit = (lml, length, L, alpha)
+                best_fit = (lml, length, Linv, alpha)
         if best_fit is None:
             return [0.0] * len(candidates)
-        _, length, L, alpha = best_fit
-        Ks = _matern(C, X, length)
-        mu = Ks @ alpha
-        v = np.linalg.solve(L, Ks.T)
-        sigma = np.sqrt(np.clip(1.0 - (v * v).sum(axis=0), 1e-12, None))
-        best = float(z.min())
-        gap = best - mu - XI
-        u = gap / sigma
-        ei = gap * _ncdf(u) + sigma * _npdf(u)
-        return [-float(e) for e in ei]
+        _, length, Linv, alpha = best_fit
+        best, out = float(z.min()), []
+        for at in range(0, len(C), CHUNK):             # a bounded kernel matrix, however large the space
+            Ks = _matern(C[at:at + CHUNK], X, length)
+            mu = Ks @ alpha
+            v = Ks @ Linv.T
+            sigma = np.sqrt(np.clip(1.0 - (v * v).sum(axis=1), 1e-12, None))
+            gap = best - mu - XI
+            u = gap / sigma
+            out += (-(gap * _ncdf(u) + sigma * _npdf(u))).tolist()
+        return out
 
-    def moves(self, node: NodeView) -> list[tuple[dict, str, float]]:
-        """(changes, edit, score) of each move from ``node`` to a point not in the tree yet."""
+    def moves(self, node: NodeView, limit: int = 256) -> list[tuple[dict, str, float]]:
+        """(changes, edit, score) of the ``limit`` best-scored moves from ``node`` to points not in
+        the tree yet, best first."""
         here = self.point(node.source)
         if here is None:
             return []
         _, seen = self._data(node.measured)
         cands = [q for q in self.neighbours(here) if q not in seen]
         scores = self.scores(cands, node.measured) if cands else []
+        ranked = sorted(range(len(cands)), key=lambda i: (scores[i], i))[:limit]
         out = []
-        for q, s in zip(cands, scores):
-            changes = {n: b for n, a, b in zip(self.space.names, here, q) if a != b}
-            edit = ", ".join(f"{n} {a} -> {b}" for n, a, b in zip(self.space.names, here, q) if a != b)
-            out.append((changes, edit, s))
+        for i in ranked:
+            q = cands[i]
+            changes = {n: b for n, a, b in zip(self.names, here, q) if a != b}
+            edit = ", ".join(f"{n} {a} -> {b}" for n, a, b in zip(self.names, here, q) if a != b)
+            out.append((changes, edit, scores[i]))
         return out
 
     def source(self, node: NodeView, changes: Mapping[str, int]) -> str:
@@ -174,16 +185,21 @@ def priors(scores: list[float]) -> list[float]:
 def _matern(A, B, length: float):
     import numpy as np
 
-    d = np.sqrt(np.clip(((A[:, None, :] - B[None, :, :]) ** 2).sum(-1), 0, None)) / length
+    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * (A @ B.T)
+    d = np.sqrt(np.clip(d2, 0, None)) / length
     r = math.sqrt(5.0) * d
     return (1.0 + r + r * r / 3.0) * np.exp(-r)
 
 
 def _ncdf(u):
+    """The standard normal CDF (Abramowitz and Stegun 7.1.26 for erf: error under 1.5e-7)."""
     import numpy as np
-    from math import erf
 
-    return 0.5 * (1.0 + np.vectorize(erf)(u / math.sqrt(2.0)))
+    x = np.abs(u) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(u) * erf)
 
 
 def _npdf(u):
