@@ -45,6 +45,9 @@ def test_defines_constexprs_and_explicit_instantiations():
     ({"B": [1], "restrictions": ["N > 1"]}, "names none of the tunables"),
     ({"restrictions": ["B > 1"]}, "names no tunable"),
     ({"1B": [1]}, "C identifier"),
+    ({"B": [1], "restrictions": ["B <= "]}, "cannot parse"),
+    ({"B": [1], "restrictions": ["B <= foo(2)"]}, "unknown function"),
+    ("B = 3", "must be a table"),
 ])
 def test_a_bad_tune_table_is_one_sentence(table, words):
     with pytest.raises(SpecError, match=words):
@@ -90,3 +93,12 @@ def test_the_documented_matrixmul_spec_loads():
     spec = parse_spec(tomllib.loads(block), Path("matrixMul_kernel.toml"))
     assert spec.tune.values("block_size") == (8, 16, 32)
     assert spec.tune.violated({"block_size": 32}, spec.all_size_sets) is None
+
+
+def test_a_tunable_named_like_a_size_is_refused(tmp_path):
+    for f in ("mm_template.cu", "mm_template.toml"):
+        shutil.copy(DATA / f, tmp_path / f)
+    spec = tmp_path / "mm_template.toml"
+    spec.write_text(spec.read_text().replace("block_size = [8, 16, 32]", "block_size = [8, 16, 32]\nK = [1, 2]"))
+    with pytest.raises(SpecError, match="tune.K is also a size"):
+        load_spec(spec, tmp_path / "mm_template.cu")

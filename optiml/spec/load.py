@@ -14,7 +14,7 @@ from ..errors import ExprError, SpecError, UserError
 from ..expr import show
 from .checks import check_against_source, check_expressions
 from .space import check_space, parse_tune
-from .model import (DISTS, MAX_SIZE, MIN_TRIALS, ROLES, ArgSpec, Init, LaunchSpec, Reference, TaskSpec, TimingConfig,
+from .model import (DISTS, MAX_SIZE, MIN_TRIALS, ROLES, ArgSpec, Baseline, Init, LaunchSpec, Reference, TaskSpec, TimingConfig,
                     Tolerance, VerifyConfig, _fmt, _name)
 
 
@@ -137,7 +137,8 @@ def warn_todos(spec_path: Path, text: str) -> None:
 
 def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     r = _Reader(str(spec_path), data)
-    r.check_keys({"kernel", "sizes", "args", "launch", "reference", "tolerance", "counts", "verify", "timing", "tune"})
+    r.check_keys({"kernel", "sizes", "args", "launch", "reference", "tolerance", "counts", "verify", "timing", "tune",
+                  "baseline"})
 
     k = r.table("kernel", required=True)
     k.check_keys({"entry", "nvcc_flags"})
@@ -177,18 +178,7 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
     rr.check_keys({"kind", "python"})
     reference = Reference()
     if "python" in rr.data:
-        target = rr.get("python", str)
-        if ":" not in target:
-            raise rr.err("python", f"must be 'file.py:function', not {show(target)}.")
-        file, fn = target.rsplit(":", 1)
-        try:
-            path = (spec_path.parent / file).resolve()
-            found = path.is_file()
-        except (OSError, ValueError):       # a NUL character, a name too long
-            found = False
-        if not found:
-            raise rr.err("python", f"names {show(file)}, which does not exist beside the spec.")
-        reference = Reference("python", path, fn)
+        reference = Reference("python", *_python_target(rr, "python", spec_path))
     kind = rr.get("kind", str, default=reference.kind)
     if kind not in ("seed", "python"):
         raise rr.err("kind", f"must be 'seed' or 'python', not {show(kind)}.")
@@ -247,16 +237,50 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
         raise tm.err("min_reps", "must be at least 1 and not above timing.max_reps.")
 
     tune = parse_tune(data["tune"], str(spec_path)) if "tune" in data else None
+    clash = sorted(set(tune.names) & set(timing_sizes)) if tune else []
+    if clash:
+        raise SpecError(f"{spec_path}: tune.{clash[0]} is also a size; a tunable and a size need different names.")
+    baseline = _baseline(r.table("baseline"), spec_path) if "baseline" in data else None
 
     spec = TaskSpec(path=spec_path, entry=entry, args=args, timing_sizes=timing_sizes,
                     verify_sizes=verify_sizes, launch=launch, reference=reference,
                     tolerances=tolerances, nvcc_flags=tuple(flags), flops=flops, bytes=nbytes,
-                    verify=verify, timing=timing, tune=tune, raw=data)
+                    verify=verify, timing=timing, tune=tune, baseline=baseline, raw=data)
     try:
         check_expressions(spec)
     except ExprError as e:          # the loader raises SpecError alone, as check_against_source does
         raise SpecError(str(e)) from None
     return spec
+
+
+def _python_target(r: _Reader, key: str, spec_path: Path) -> tuple[Path, str]:
+    """``key = "file.py:function"``: the file (beside the spec) and the function's name."""
+    target = r.get(key, str)
+    if ":" not in target:
+        raise r.err(key, f"must be 'file.py:function', not {show(target)}.")
+    file, fn = target.rsplit(":", 1)
+    try:
+        path = (spec_path.parent / file).resolve()
+        found = path.is_file()
+    except (OSError, ValueError):       # a NUL character, a name too long
+        found = False
+    if not found:
+        raise r.err(key, f"names {show(file)}, which does not exist beside the spec.")
+    return path, fn
+
+
+def _baseline(br: _Reader, spec_path: Path) -> Baseline:
+    """``[baseline]``: python = "file.py:function" (required) and an optional name."""
+    br.check_keys({"python", "name"})
+    if "python" not in br.data:
+        raise br.err("python", "is missing ([baseline] needs python = 'file.py:function', a function computing the "
+                               "outputs from the inputs, e.g. with torch.matmul).")
+    path, fn = _python_target(br, "python", spec_path)
+    if not fn.isidentifier():
+        raise br.err("python", f"must end in a Python function name after the colon, not {show(fn)}.")
+    if path.suffix != ".py":
+        raise br.err("python", f"names {show(path.name)}, which is not a .py file.")
+    return Baseline(path, fn, br.get("name", str, default=""))
 
 
 def _sizes(r: _Reader, key: str, table) -> dict[str, int]:
