@@ -83,6 +83,19 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """``[baseline]``: a Python callable (e.g. one calling torch.matmul on GPU tensors) computing the
+    same outputs from the same inputs, to compare the best kernel with (``name``: how reports call it)."""
+    path: Path
+    function: str
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.path.name}:{self.function}"
+
+
+@dataclass(frozen=True)
 class Tolerance:
     atol: float
     rtol: float
@@ -123,6 +136,7 @@ class TaskSpec:
     verify: VerifyConfig = VerifyConfig()
     timing: TimingConfig = TimingConfig()
     tune: TuneSpace | None = None      # the declared tuning space ([tune]), if any
+    baseline: Baseline | None = None   # the vendor/library implementation to compare with ([baseline])
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     def tolerance(self, dtype: str) -> Tolerance:
