@@ -136,3 +136,56 @@ def test_microbenchmarks_build(tmp_path, arch):
     assert result.ok, result.log
     assert {"copy_f4", "l2_read", "fma_f32", "mma_f16", "mma_bf16", "mma_tf32", "has_mma"} <= set(result.symbols)
     assert result.resources[result.symbols["mma_f16"]].registers >= 16      # the mma loop is there, not removed
+
+
+# ------------------------------------------------------------------ the figures in every result
+
+FINAL = {"status": "ok", "speedup": 2.0, "seed_ms": 4.0, "best_ms": 2.0, "best_edits": ["BLOCK 16 -> 32"],
+         "speed_of_light": speed_of_light(2.0, None, 4.8e9, cal().peaks()).to_dict(),
+         "baseline": {"label": "torch.matmul", "status": "ok", "median_ms": 2.5}}
+
+
+def test_optimize_line_gives_fraction_bound_peaks_and_baseline(tmp_path):
+    from optiml.app.optimize import OptimizeResult
+
+    r = OptimizeResult(run_id=7, evaluations=3, best_source="", best_path=("BLOCK 16 -> 32",), final=FINAL,
+                       output=tmp_path / "k.optiml.cu")
+    assert ("best 2.00x (4.0000 -> 2.0000 ms, re-verified and timed interleaved with the seed); "
+            "80.0% of speed of light (memory-bound: DRAM copy bandwidth 3000 GB/s, measured peaks); "
+            "1.25x over the baseline torch.matmul (2.5000 ms); path: BLOCK 16 -> 32") in r.line()
+    plain = OptimizeResult(7, 3, "", (), {k: v for k, v in FINAL.items() if k not in ("speed_of_light", "baseline")},
+                           tmp_path / "k.optiml.cu")
+    assert "speed of light" not in plain.line() and "baseline" not in plain.line()
+
+
+def test_speed_of_light_figure_from_spec_counts(tmp_path):
+    from optiml.app.optimize import speed_of_light_figure
+    from tests.test_spec import KERNEL, load
+
+    spec = load(tmp_path)                                   # counts.bytes = 8 * N
+    n = spec.timing_sizes["N"]
+    sol = speed_of_light_figure(spec, KERNEL, {"status": "ok", "best_ms": 1.0}, GPU, peaks=cal().peaks())
+    assert sol["bound"] == "memory" and sol["source"] == "measured"
+    assert sol["fraction"] == pytest.approx(8 * n / 3000e9 / 1e-3, rel=1e-3)
+    assert speed_of_light_figure(spec, KERNEL, {"status": "timeout"}, GPU, peaks=cal().peaks()) is None
+
+
+def test_show_runs_and_export_say_it(tmp_path):
+    from optiml.traces.export import to_dataframe
+    from optiml.traces.store import TraceStore
+
+    db = tmp_path / "t.db"
+    with TraceStore(db) as store:
+        run = store.start_run("scale")
+        store.set_run_result(run, FINAL)
+    r = CliRunner().invoke(main, ["runs", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    head, row = r.output.splitlines()[:2]
+    assert "speed of light" in head and "vs baseline" in head
+    assert "80% memory (measured)" in row and "1.25x" in row
+    r = CliRunner().invoke(main, ["runs", "--db", str(db), "--json"])
+    got = json.loads(r.output.splitlines()[0])
+    assert got["speed_of_light"]["fraction"] == 0.8 and got["baseline_ratio"] == 1.25
+    with TraceStore(db, read_only=True) as store:
+        df = to_dataframe(store, run)
+    assert {"sol_fraction", "sol_bound", "sol_peaks", "baseline_ratio"} <= set(df.columns)

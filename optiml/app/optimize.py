@@ -85,7 +85,10 @@ class OptimizeResult:
         else:
             figure = (f"{self.speedup:.2f}x during the search; the final interleaved re-timing "
                       f"failed ({final.get('status')}: {final.get('message')})")
-        return (f"run {self.run_id}: {self.evaluations} candidates; best {figure}; "
+        from ..traces.limits import baseline_text, sol_text
+
+        limits = "".join(f"; {t}" for t in (sol_text(final), baseline_text(final)) if t)
+        return (f"run {self.run_id}: {self.evaluations} candidates; best {figure}{limits}; "
                 f"path: {'; '.join(self.best_path) or 'the seed itself'}; written to {self.output}")
 
 
@@ -274,6 +277,9 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
                     time.perf_counter() - t0)
     if best is not None:
         final["best_node"] = store_ids[best.id]
+        sol = speed_of_light_figure(spec, best.source, final, gpu_facts()[0] or "")
+        if sol is not None:
+            final["speed_of_light"] = sol
     for row in final.get("compared") or ():          # the search's node ids, as the store's
         row["node"] = store_ids.get(row["node"], row["node"])
     store.set_run_result(run_id, final)
@@ -293,6 +299,27 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
                         f"optiml best {run_id} -o FILE") from None
     return OptimizeResult(run_id=run_id, evaluations=search.evaluations, best_source=best.source,
                           best_path=tuple(best.path()), output=out, final=final, sanitize=sanitize)
+
+
+def speed_of_light_figure(spec, source: str, final: dict, device: str, peaks=None) -> dict | None:
+    """The best's fraction of speed of light for the final dict (``speed_of_light``): the spec's
+    counts at the timing size with the best source's constants, at the peaks ``optiml calibrate``
+    measured (else the datasheet's: ``peaks_for``); None without counts, peaks or a final time."""
+    from ..profiler.calibration import peaks_for, speed_of_light
+    from ..source import parse_source
+
+    if final.get("status") != "ok" or not final.get("best_ms"):
+        return None
+    try:
+        constants = parse_source(source).constants
+        flops = spec.count("flops", spec.timing_sizes, constants)
+        nbytes = spec.count("bytes", spec.timing_sizes, constants)
+    except UserError as e:
+        logger.warning("no speed-of-light figure: {}", e)
+        return None
+    dtype = next((a.dtype for a in spec.args if a.role in ("input", "inout")), None)
+    sol = speed_of_light(final["best_ms"], flops, nbytes, peaks if peaks is not None else peaks_for(device), dtype)
+    return sol.to_dict() if sol is not None else None
 
 
 def _builder(arch: str, cluster: str | None):

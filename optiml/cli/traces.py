@@ -15,10 +15,18 @@ from .options import db_option, open_store as _open
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line (JSON Lines), for scripts.")
 def runs(db_path: Path, as_json: bool) -> None:
     """List recorded runs: task, status, candidates evaluated, best speedup, when."""
+    from ..traces.limits import baseline_ratio, short_baseline, short_limit
     from ..traces.report import format_runs
 
     with _open(db_path) as store:
         rows = store.runs()
+        finals = {r["id"]: store.run(r["id"])["result"] or {} for r in rows}
+    for r in rows:      # the best's fraction of speed of light and ratio to the baseline (--json: the figures)
+        final = finals[r["id"]]
+        if as_json:
+            r["speed_of_light"], r["baseline_ratio"] = final.get("speed_of_light"), baseline_ratio(final)
+        else:
+            r["speed_of_light"], r["vs_baseline"] = short_limit(final), short_baseline(final)
     if as_json:
         for row in rows:
             click.echo(json.dumps(row))

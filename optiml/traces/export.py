@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from .limits import baseline_ratio
 from .store import TraceStore, stored_spread
 
 if TYPE_CHECKING:
@@ -16,6 +17,10 @@ _NODE_COLS = ("node_id", "parent_id", "depth", "node_status", "proposer", "edit"
               "source_hash", "created_at")
 _EVAL_COLS = ("eval_status", "median_ms", "spread", "speedup", "is_best", "registers", "spill_bytes",
               "reward", "reward_version", "wall_s")
+# the run's final figure, on the best's row only: fraction of speed of light, which bound, which peaks
+# (measured or datasheet), and the baseline's median over the best's
+_LIMIT_COLS = ("sol_fraction", "sol_bound", "sol_peaks", "baseline_ratio")
+_TEXT_COLS = ("eval_status", "reward_version", "sol_bound", "sol_peaks")
 
 
 def resources(e: dict) -> dict:
@@ -32,10 +37,15 @@ def to_dataframe(store: TraceStore, run_id: int, best_id: int | None = None) -> 
     """One row per candidate node of ``run_id``: node fields (``flags``: the extra nvcc flags,
     space-separated), evaluation fields (``spread``: timing IQR over median; ``registers`` and
     ``spill_bytes`` from ptxas), the speedup over the seed, ``is_best`` (node ``best_id``: the one
-    ``optiml best`` writes) and one column per metric (``NaN`` where a candidate has no value)."""
+    ``optiml best`` writes), on the best's row the run's final figures (``sol_fraction``,
+    ``sol_bound``, ``sol_peaks``: measured or datasheet, ``baseline_ratio``) and one column per
+    metric (``NaN`` where a candidate has no value)."""
     import pandas as pd
 
-    store.run(run_id)  # a clear error for an unknown run
+    final = store.run(run_id)["result"] or {}  # a clear error for an unknown run
+    sol = final.get("speed_of_light") or {}
+    limits = {"sol_fraction": sol.get("fraction"), "sol_bound": sol.get("bound"), "sol_peaks": sol.get("source"),
+              "baseline_ratio": baseline_ratio(final)}
     root = store.root_node(run_id)
     root_eval = store.evaluation(root.id) if root else None
     seed_ms = root_eval["median_ms"] if root_eval and root_eval["status"] == "ok" else None
@@ -55,6 +65,7 @@ def to_dataframe(store: TraceStore, run_id: int, best_id: int | None = None) -> 
                "speedup": (seed_ms / ms) if seed_ms and ms else None, "is_best": n.id == best_id,
                "registers": res.get("registers"), "spill_bytes": sum(spills) if spills else None,
                "reward": e.get("reward"), "reward_version": e.get("reward_version"), "wall_s": e.get("wall_s")}
+        row |= limits if n.id == best_id else dict.fromkeys(_LIMIT_COLS)
         for k, v in (e.get("metrics") or {}).items():
             if k in row:
                 k = f"metric_{k}"
@@ -62,7 +73,7 @@ def to_dataframe(store: TraceStore, run_id: int, best_id: int | None = None) -> 
                 metric_names.append(k)
             row[k] = v
         rows.append(row)
-    columns = [*_NODE_COLS, *_EVAL_COLS, *metric_names]
+    columns = [*_NODE_COLS, *_EVAL_COLS, *_LIMIT_COLS, *metric_names]
     df = pd.DataFrame(rows, columns=columns)
     return _types(df)
 
@@ -77,7 +88,7 @@ def _types(df: "pd.DataFrame") -> "pd.DataFrame":
             df[col] = df[col].astype("Int64")
         elif col == "is_best":
             df[col] = df[col].map(lambda v: v if isinstance(v, bool) else str(v).lower() == "true").astype("bool")
-        elif col in _NODE_COLS or col in ("eval_status", "reward_version"):
+        elif col in _NODE_COLS or col in _TEXT_COLS:
             df[col] = df[col].astype("string")
         else:
             try:

@@ -7,6 +7,7 @@ import json
 import math
 
 from ..best import choose_best
+from .limits import baseline_text, sol_text
 from .store import OK, Node, TraceStore
 
 MAX_DELTAS = 6
@@ -144,6 +145,9 @@ def format_path(store: TraceStore, run_id: int) -> str:
                      f"[{edits}], verified again on fresh inputs and timed interleaved with the seed in one process")
     elif final:
         lines.append(f"final re-timing failed: {final.get('status')}: {final.get('message')}")
+    limits = [t for t in (sol_text(final), baseline_text(final)) if t]
+    if limits:
+        lines.append("limit: " + "; ".join(limits))
     if final:
         lines.append(format_sanitize(final.get("sanitize")))
     lines.append(format_counts(store.status_counts(run_id)))
@@ -313,10 +317,11 @@ def format_runs(rows: list[dict]) -> str:
     """The ``optiml runs`` table."""
     if not rows:
         return "no runs recorded\n"
-    head = ("run", "task", "status", "evaluated", "best", "started")
+    head = ("run", "task", "status", "evaluated", "best", "speed of light", "vs baseline", "started")
     body = [(str(r["id"]), r["task"], r["status"],
              f"{r['evaluated']}/{r['budget']}" if r["budget"] else str(r["evaluated"]),
-             _best_cell(r), r["created_at"][:19].replace("T", " "))
+             _best_cell(r), r.get("speed_of_light") or "-", r.get("vs_baseline") or "-",
+             r["created_at"][:19].replace("T", " "))
             for r in rows]
     widths = [max(len(x[i]) for x in (head, *body)) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
