@@ -7,6 +7,7 @@ import pytest
 from optiml.app.records import StoreObserver, stored_records
 from optiml.search import MCTS, RecordingObserver, SearchConfig
 from optiml.traces.store import TraceStore
+from tests.conftest import ROOT as ROOT_DIR
 from tests.test_search_mcts import ROOT, ReplayEvaluator, ScriptedProposer
 
 
@@ -72,3 +73,64 @@ def test_a_search_rebuilt_from_either_goes_on_as_one_that_never_stopped(tmp_path
     again.run()
     assert again.signature() == once.signature()
     assert [n.visits for n in again.nodes] == [n.visits for n in once.nodes]
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_stored_visits_and_values_agree_with_the_search_after_every_evaluation(tmp_path, seed):
+    """The store writes every figure an evaluation changes (the node and all its ancestors), so the
+    stored root shows the search's visits, not the one it had when it was itself evaluated."""
+    sqlite = SqliteKeeper(tmp_path)
+    m = MCTS(ROOT, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=12, seed=seed),
+             observer=sqlite.observer)
+    checked = []
+
+    class Checker:
+        def on_node_evaluated(self, node):
+            stored = {n.id: n for n in sqlite.store.nodes(sqlite.run)}
+            for mine in m.nodes:
+                if mine.id in sqlite.observer.ids:
+                    row = stored[sqlite.observer.ids[mine.id]]
+                    assert (row.visits, round(row.value_sum, 9)) == (mine.visits, round(mine.value_sum, 9)), mine
+            checked.append(node.id)
+
+    inner = sqlite.observer.on_node_evaluated
+    sqlite.observer.on_node_evaluated = lambda node: (inner(node), Checker().on_node_evaluated(node))
+    m.run()
+    assert len(checked) == 13 and m.root.visits == 13
+    root_row = next(n for n in sqlite.store.nodes(sqlite.run) if n.parent_id is None)
+    assert root_row.visits == 13
+
+
+def test_the_derived_figures_of_a_recorded_run_are_the_searchs(tmp_path):
+    """A run recorded on an H200 before the store kept ancestors' figures: its root was stored with
+    1 visit; the figures derived from the stored rewards (what `show --node --raw` prints) are the
+    replayed search's, node by node."""
+    import shutil
+
+    from optiml.app.records import stored_records
+    from optiml.traces.report import format_node_raw
+
+    db = tmp_path / "r.db"
+    shutil.copy(ROOT_DIR / "tests" / "data" / "traces" / "recorded_h200_runs.db", db)
+    store = TraceStore(db)
+    nodes = store.nodes(1)
+    root = next(n for n in nodes if n.parent_id is None)
+    assert root.visits == 1                                  # what was stored: stale
+    rewards = {}
+    for n in nodes:
+        e = store.evaluation(n.id)
+        if e is not None and n.status in ("done", "failed"):
+            rewards[n.id] = e["reward"]
+    parent = {n.id: n.parent_id for n in nodes}
+    expect = {n.id: [0, 0.0] for n in nodes}
+    for nid, r in rewards.items():
+        up = nid
+        while up is not None:
+            expect[up][0] += 1
+            expect[up][1] += r
+            up = parent[up]
+    for n in nodes:
+        visits, value = store.subtree_stats(n.id)
+        assert (visits, round(value, 9)) == (expect[n.id][0], round(expect[n.id][1], 9))
+    assert store.subtree_stats(root.id)[0] == len(rewards) > 1
+    assert f"visits {len(rewards)}," in format_node_raw(store, root.id)

@@ -84,13 +84,22 @@ class StoreObserver:
                 "wall_s": ev.wall_s,
             })
         self.store.finish_node(nid, evaluation, "done" if node.status == Status.OK else "failed")
-        self.store.update_stats(nid, node.visits, node.value_sum)
+        self._stats(node)
 
     def on_node_amended(self, node: Node) -> None:
         r = node.result
         self.store.amend_evaluation(self.ids[node.id], status=str(node.status), result=r.to_dict(),
                                     reward=node.reward, node_status="done" if node.status == Status.OK else "failed")
-        self.store.update_stats(self.ids[node.id], node.visits, node.value_sum)
+        self._stats(node, node.children)
+
+    def _stats(self, node: Node, also=()) -> None:
+        """The visits and value sums that backpropagating ``node``'s reward changed: its own and
+        every ancestor's (and, for an amendment, its children's, whose rewards compare with it)."""
+        changed, up = list(also), node
+        while up is not None:
+            changed.append(up)
+            up = up.parent
+        self.store.update_stats_many([(self.ids[n.id], n.visits, n.value_sum) for n in changed if n.id in self.ids])
 
     def on_attempt(self, parent: Node, record: dict) -> None:
         record = dict(record)

@@ -268,8 +268,9 @@ def format_node_raw(store: TraceStore, node_id: int) -> str:
     """One candidate in full: where it sits, its source, its evaluation and logs, its proposals."""
     n: Node = store.node(node_id)
     e = store.evaluation(node_id)
+    visits, value = store.subtree_stats(n.id)        # derived: older databases stored stale figures
     out = [f"node {n.id} of run {n.run_id}: {n.status}, depth {n.depth}, parent {n.parent_id},"
-           f" proposer {n.proposer or '-'}, visits {n.visits}, value {n.value_sum:.4g}"]
+           f" proposer {n.proposer or '-'}, visits {visits}, value {value:.4g}"]
     for label, val in (("why", n.rationale), ("edit", n.edit), ("flags", n.flags)):
         if val:
             out.append(f"{label}: {val}")

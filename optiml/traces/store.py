@@ -355,10 +355,26 @@ class TraceStore:
             self.db.execute("UPDATE evaluations SET status = ?, result_json = ?, reward = ? WHERE node_id = ?",
                             (status, _dumps(result), reward, node_id))
 
+    def subtree_stats(self, node_id: int) -> tuple[int, float]:
+        """A node's visits and value sum as the search has them, derived from the stored rewards
+        (every finished node in its subtree, itself included, adds one visit and its reward): right
+        for databases written before the store kept its ancestors' figures up to date."""
+        row = self.db.execute(
+            "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT n.id FROM nodes n JOIN sub ON n.parent_id = sub.id) "
+            "SELECT COUNT(e.id), COALESCE(SUM(e.reward), 0.0) FROM sub JOIN evaluations e ON e.node_id = sub.id "
+            "JOIN nodes n ON n.id = sub.id WHERE n.status IN ('done', 'failed')", (node_id,)).fetchone()
+        return int(row[0]), float(row[1])
+
     def update_stats(self, node_id: int, visits: int, value_sum: float) -> None:
+        self.update_stats_many([(node_id, visits, value_sum)])
+
+    def update_stats_many(self, stats) -> None:
+        """Several nodes' visits and value sums ``(node id, visits, value_sum)`` in one transaction
+        (an evaluation changes its node's and every ancestor's)."""
+        now = _now()
         with self._write():
-            self.db.execute("UPDATE nodes SET visits = ?, value_sum = ?, updated_at = ? WHERE id = ?",
-                            (visits, value_sum, _now(), node_id))
+            self.db.conn.executemany("UPDATE nodes SET visits = ?, value_sum = ?, updated_at = ? WHERE id = ?",
+                                [(visits, value_sum, now, node_id) for node_id, visits, value_sum in stats])
 
     def stale_running(self, run_id: int) -> list[Node]:
         """Nodes left ``running`` by a worker that is gone (dead pid here, or another host)."""
