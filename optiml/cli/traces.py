@@ -1,4 +1,4 @@
-"""``optiml runs | show | best | export``: the trace database, read (read-only); ``optiml upgrade``: its schema."""
+"""``optiml runs | show | best | export | report``: the trace database, read (read-only); ``optiml upgrade``: its schema."""
 from __future__ import annotations
 
 import json
@@ -145,6 +145,29 @@ def export(run_id: int | None, db_path: Path, fmt: str | None, output: Path | No
 
 
 @click.command()
+@click.argument("run_id", type=int, required=False)
+@db_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The HTML file to write (default: run-RUN_ID.html).")
+def report(run_id: int | None, db_path: Path, output: Path | None) -> None:
+    """Write RUN_ID (default: the latest run) as one self-contained HTML page that opens offline: the
+    summary, the speedup over evaluation order, the search tree, and per candidate its diff, resources,
+    metrics, messages and LLM exchange; failures by status."""
+    from ..app.records import best_of_run
+    from ..traces.html import render_report, report_data, write_report
+
+    with _open(db_path) as store:
+        run_id = _run_id(store, run_id)
+        best = best_of_run(store, run_id)
+        data = report_data(store, run_id, best.id if best is not None else None)
+    text = render_report(data)
+    output = output or Path(f"run-{run_id}.html")
+    write_report(text, output)
+    click.echo(f"{output}: run {run_id} ({data['summary']['task']}), {len(data['nodes'])} candidates,"
+               f" {len(text.encode()) / 1e6:.1f} MB; open it in a browser")
+
+
+@click.command()
 @db_option
 def upgrade(db_path: Path) -> None:
     """Bring the trace database's schema up to date (the viewing commands never change it)."""
@@ -155,4 +178,4 @@ def upgrade(db_path: Path) -> None:
     click.echo(f"{db_path}: applied {', '.join(applied)}" if applied else f"{db_path}: already up to date")
 
 
-COMMANDS = (runs, show, best, export, upgrade)
+COMMANDS = (runs, show, best, export, report, upgrade)

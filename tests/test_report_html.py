@@ -1,0 +1,177 @@
+"""`optiml report`: one self-contained HTML page per run, from the recorded databases and a
+synthetic run of 1000 candidates (fake proposer and evaluator: tests/synthetic_run.py). What the
+page draws in a browser is checked in tests/test_report_browser.py; here, what the file holds."""
+import json
+import re
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from optiml.cli import main
+from optiml.traces.html import html_report, report_data, unpack
+from optiml.traces.store import TraceStore
+from tests.conftest import DATA, assert_one_sentence_error
+from tests.synthetic_run import make_synthetic_run
+from tests.test_traces_report import make_trajectory
+
+H100 = DATA / "traces" / "h100_tiled_killed_resumed.db"
+PAD_B = "+    __shared__ float Bs[TILE][TILE + 1];"
+EXTERNAL = re.compile(r"""(?:\bsrc|\bhref|@import|url\()\s*=?\s*["']?\s*(?:https?:)?//""", re.I)
+
+
+def h200_copy(tmp_path):
+    """tests/data/traces/recorded_h200_runs.db (schema m001), upgraded: viewing never migrates."""
+    dst = tmp_path / "h200.db"
+    shutil.copy(DATA / "traces" / "recorded_h200_runs.db", dst)
+    assert CliRunner().invoke(main, ["upgrade", "--db", str(dst)]).exit_code == 0
+    return dst
+
+
+@pytest.fixture(scope="session")
+def synthetic_db(tmp_path_factory):
+    """The 1000-candidate synthetic run, made once per session (tests/test_report_browser.py too)."""
+    return synthetic(tmp_path_factory)
+
+
+def synthetic(tmp_path_factory):
+    path = tmp_path_factory.getbasetemp() / "synthetic_1000.db"
+    if not path.exists():
+        make_synthetic_run(path)
+    return path
+
+
+def page_parts(html: str) -> tuple[dict, dict]:
+    """The page's light data (tree and chart) and its unpacked per-candidate details."""
+    view = json.loads(re.search(r'<script type="application/json" id="report-view">(.*?)</script>', html, re.S).group(1))
+    details = unpack(re.search(r'<script type="text/plain" id="report-details">(.*?)</script>', html, re.S).group(1).strip())
+    return view, details
+
+
+def write(db, run, out, *extra):
+    r = CliRunner().invoke(main, ["report", *([str(run)] if run else []), "--db", str(db), "-o", str(out), *extra])
+    assert r.exit_code == 0, r.output
+    return out.read_text()
+
+
+def assert_self_contained(html: str):
+    assert not EXTERNAL.search(html), EXTERNAL.search(html).group(0)
+    assert "<script src" not in html and "<link" not in html
+    assert html.count("vegaEmbed") >= 2 and "DecompressionStream" in html      # the libraries are inlined
+
+
+def test_report_of_the_recorded_h100_run(tmp_path):
+    """The largest recorded run: 31 candidates, the final interleaved 5.25x, all ok."""
+    html = write(H100, None, tmp_path / "r.html")          # RUN defaults to the latest
+    assert_self_contained(html)
+    for figure in ("sgemm_tiled_conflicts", "5.25x", "79.49 ms &rarr; 15.14 ms", "80.06 ms &rarr; 15.13 ms",
+                   "NVIDIA H100 80GB HBM3", "ok 31", "rules 30", "4.7 min", "duplicate 13",
+                   "<code>pad Bs[TILE][TILE] -&gt; Bs[TILE][TILE + 1]</code> &rarr; <code>flag -use_fast_math</code>"):
+        assert figure in html, figure
+    view, details = page_parts(html)
+    with TraceStore(H100, read_only=True) as store:
+        ids = [n.id for n in store.nodes(1)]
+    assert [n["id"] for n in view["nodes"]] == ids and sorted(map(int, details["nodes"])) == ids
+    assert [p["node"] for p in view["chart"]["data"]["values"]] and len(view["chart"]["data"]["values"]) == 31
+    best = [n for n in view["nodes"] if n["best"]]
+    # the best is the node the final figure names (app.records.best_of_run), not the search's pick (node 2)
+    assert [n["id"] for n in best] == [16] and [n["id"] for n in view["nodes"] if n["path"]] == [1, 2, 16]
+    two = details["nodes"]["2"]
+    assert PAD_B in two["diff"] and "-    __shared__ float Bs[TILE][TILE];" in two["diff"]
+    assert any("shared load bank conflicts" in row for row in two["metrics"])       # show --node's table
+    assert ["registers", 32, 32] in two["resources"] and two["diagnosis"]
+    assert details["sources"][two["source"]].count("Bs[TILE][TILE + 1]") >= 1
+    assert "diff" not in details["nodes"]["1"] and details["nodes"]["1"]["metrics"]     # the seed: its source, all metrics
+
+
+def test_report_of_each_recorded_h200_run(tmp_path):
+    db = h200_copy(tmp_path)
+    with TraceStore(db, read_only=True) as store:
+        runs = {r["id"]: r for r in store.runs()}
+        nodes = {run: [n.id for n in store.nodes(run)] for run in runs}
+    expected = {1: ("sgemm_tiled_conflicts", "5.16x", "shared load bank conflicts"), 2: ("sgemm_naive", "1.13x", None)}
+    for run, (task, speedup, metric) in expected.items():
+        html = write(db, run, tmp_path / f"run{run}.html")
+        assert_self_contained(html)
+        assert task in html and speedup in html and "no final interleaved timing stored" in html
+        view, details = page_parts(html)
+        assert [n["id"] for n in view["nodes"]] == nodes[run]
+        assert sorted(map(int, details["nodes"])) == nodes[run]
+        if metric:
+            assert any(metric in row for d in details["nodes"].values() for row in d["metrics"])
+
+
+def test_the_1000_candidate_report_holds_every_node_in_a_page_of_modest_size(tmp_path, synthetic_db):
+    html = write(synthetic_db, 1, tmp_path / "big.html")
+    assert_self_contained(html)
+    view, details = page_parts(html)
+    with TraceStore(synthetic_db, read_only=True) as store:
+        nodes = store.nodes(1)
+        exchanges = [p for p in store.proposals(run_id=1) if p["kind"] == "exchange"]
+        counts = store.status_counts(1)
+    assert len(nodes) >= 1000 and [n["id"] for n in view["nodes"]] == [n.id for n in nodes]
+    assert len(details["nodes"]) == len(nodes)
+    assert len(html.encode()) < 2.5e6, len(html.encode())              # 1.5 MB when this was written
+    # the summary: the final figure with its interval, speed of light and the baseline, statuses
+    assert re.search(r"<strong>\d+\.\d\dx</strong> <span class=\"muted\">\(95 % \d\.\d\d&ndash;\d\.\d\dx over 10 rounds\)", html)
+    assert "42 % of the bound" in html and "2.00x" in html and "fake-scripted-model" in html
+    assert f"compile_error {counts['failed:compile_error']}" in html
+    # failures grouped by status with their first messages, each naming its nodes
+    failures = html[html.index('<section id="failures">'):]
+    assert failures.index('data-status="compile_error"') < failures.index('data-status="timeout"')
+    assert "identifier &#34;KNOB_" in failures and "an illegal memory access was encountered" in failures
+    # LLM-like exchanges: the prompt and the answer reach the node they made
+    llm = [d for d in details["nodes"].values() if d.get("exchange") is not None]
+    assert llm and len(details["exchanges"]) <= len(exchanges)
+    x = details["exchanges"][str(llm[0]["exchange"])]
+    assert x["prompt"].startswith("Make this kernel faster.") and llm[0]["edit"] in x["answer"]
+    failed = next(d for d in details["nodes"].values() if d["status"] == "wrong_output")
+    assert failed["message"].startswith("C: 12 of 16384 elements differ")
+
+
+def test_text_from_the_database_cannot_break_out_of_the_page(tmp_path):
+    """Edits, rationales and sources are the model's or the user's text: the page escapes them."""
+    db = tmp_path / "t.db"
+    with TraceStore(db) as store:
+        ids = make_trajectory(store)
+        evil = "</script><script>alert(1)</script>"
+        node = store.add_node(ids["run"], ids["bounded"], "// " + evil + "\n", edit=evil, rationale=evil)
+        store.finish_node(node, {"status": "ok", "median_ms": 0.5, "result": {"status": "ok", "median_ms": 0.5}})
+        html = html_report(store, ids["run"])
+    assert evil not in html
+    view, details = page_parts(html)
+    assert details["nodes"][str(node)]["edit"] == evil and [n["edit"] for n in view["nodes"]][-1] == evil
+    assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html          # in the path to the best
+
+
+def test_report_data_of_an_unfinished_run(tmp_path):
+    """make_trajectory: a pending node, a wrong answer, no final figure; the best by the search's rule."""
+    with TraceStore(tmp_path / "t.db") as store:
+        ids = make_trajectory(store)
+        data = report_data(store, ids["run"])
+    s = data["summary"]
+    assert s["best_node"] == ids["bounded"] and s["final"] is None and s["best_speedup"] == pytest.approx(2.0)
+    assert dict(s["statuses"]) == {"ok": 3, "wrong_answer": 1, "pending": 1}
+    groups = {g["status"]: g for g in data["failures"]["groups"]}
+    assert groups["wrong_answer"]["examples"][0]["nodes"] == [ids["wrong"]]
+    assert groups["pending"]["examples"][0]["message"] == "(not evaluated yet)"
+    wrong = data["details"]["nodes"][ids["wrong"]]
+    assert wrong["verify_facts"] == "max_abs_err 3" and wrong["parent_flags"] == ""
+    assert [p["node"] for p in data["points"]] == [ids["seed"], ids["padded"], ids["wrong"], ids["bounded"]]
+    assert [p["best"] for p in data["points"]] == [1.0, 1.6, 1.6, 2.0]
+
+
+def test_report_errors_are_one_sentence(tmp_path):
+    assert_one_sentence_error(CliRunner().invoke(main, ["report", "9", "--db", str(H100), "-o", str(tmp_path / "x.html")]),
+                              "no run 9")
+    assert_one_sentence_error(CliRunner().invoke(main, ["report", "--db", str(tmp_path / "none.db")]),
+                              "no trace database here")
+    old = tmp_path / "old.db"
+    shutil.copy(DATA / "traces" / "recorded_h200_runs.db", old)
+    assert_one_sentence_error(CliRunner().invoke(main, ["report", "--db", str(old)]), "optiml upgrade")
+    assert_one_sentence_error(CliRunner().invoke(main, ["report", "1", "--db", str(H100), "-o",
+                                                        str(tmp_path / "no" / "dir" / "r.html")]),
+                              "cannot write the report")
+    r = CliRunner().invoke(main, ["report", "--db", str(H100), "-o", str(tmp_path / "ok.html")])
+    assert r.exit_code == 0 and "ok.html: run 1 (sgemm_tiled_conflicts), 31 candidates" in r.output
+    assert not (H100.parent / (H100.name + "-wal")).exists()                 # opened read-only
