@@ -250,3 +250,236 @@ C_TYPES = {
 
 def dtype_of_c_type(base_type: str) -> str | None:
     return C_TYPES.get(" ".join(base_type.replace("const", " ").split()))
+
+
+# ------------------------------------------------------------------ what a kernel reads and writes
+# `optiml init` decides each pointer's role from its uses in the entry and in the functions of the
+# same file that it calls (templates included), following each argument to its parameter.
+
+@dataclass(frozen=True)
+class Access:
+    read: bool = False
+    write: bool = False
+    unsure: bool = False    # passed to a function outside the file, or used in a way not followed
+
+    def __or__(self, other: "Access") -> "Access":
+        return Access(self.read or other.read, self.write or other.write, self.unsure or other.unsure)
+
+
+@dataclass(frozen=True)
+class _Fn:
+    name: str
+    params: tuple[str, ...]
+    pointers: frozenset
+    body: object
+
+
+_READ_ONLY_CALLS = {"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv", "sizeof"}
+_CASTS = {"reinterpret_cast", "static_cast", "const_cast", "__builtin_assume_aligned"}
+
+
+def _functions(root) -> dict[str, _Fn]:
+    out: dict[str, _Fn] = {}
+    for n in _walk(root):
+        if n.type != "function_definition" or n.child_by_field_name("body") is None:
+            continue
+        fdecl = n.child_by_field_name("declarator")
+        while fdecl is not None and fdecl.type != "function_declarator":
+            fdecl = fdecl.child_by_field_name("declarator")
+        if fdecl is None or fdecl.child_by_field_name("declarator") is None:
+            continue
+        plist = fdecl.child_by_field_name("parameters")
+        params = [_param(c) for c in (plist.children if plist is not None else [])
+                  if c.type in ("parameter_declaration", "optional_parameter_declaration")]
+        params = [p for p in params if p is not None]
+        name = _text(fdecl.child_by_field_name("declarator")).split("::")[-1]
+        out.setdefault(name, _Fn(name, tuple(p.name for p in params),
+                                 frozenset(p.name for p in params if p.is_pointer), n.child_by_field_name("body")))
+    return out
+
+
+def _callee(call) -> str:
+    f = call.child_by_field_name("function")
+    if f is not None and f.type == "template_function":
+        f = f.child_by_field_name("name")
+    return _text(f).split("::")[-1] if f is not None else ""
+
+
+def _arg_index(call, node) -> int:
+    args = [c for c in call.child_by_field_name("arguments").children if c.is_named and c.type != "comment"]
+    return next((i for i, a in enumerate(args) if a.id == node.id), -1)
+
+
+def _use(ident, fns, seen) -> tuple[Access, str | None]:
+    """How one occurrence of a pointer is used; the second value names a local alias to follow."""
+    node, deref = ident, False
+    while True:
+        up = node.parent
+        if up is None:
+            break
+        t = up.type
+        if t in ("parenthesized_expression", "cast_expression"):
+            node = up
+        elif t == "binary_expression" and not deref and _text(up.child_by_field_name("operator")) in "+-":
+            node = up
+        elif t == "subscript_expression" and up.child_by_field_name("argument") == node and not deref:
+            node, deref = up, True
+        elif t == "pointer_expression" and _text(up.child_by_field_name("operator")) == "*" and not deref:
+            node, deref = up, True
+        elif t == "pointer_expression" and _text(up.child_by_field_name("operator")) == "&" and deref:
+            node, deref = up, False
+        elif t == "field_expression" and up.child_by_field_name("argument") == node and (
+                deref or _text(up.child_by_field_name("operator")) == "->"):
+            node, deref = up, True
+        elif t == "argument_list" and up.parent is not None and _callee(up.parent) in _CASTS:
+            node = up.parent
+        else:
+            break
+    up = node.parent
+    if up is None:
+        return Access(unsure=True), None
+    if node is ident and (up.type in ("pointer_declarator", "array_declarator", "reference_declarator",
+                                      "parameter_declaration", "declaration") or
+                          (up.type == "init_declarator" and up.child_by_field_name("declarator") == node)):
+        return Access(), None       # the name being declared
+    if up.type == "argument_list" and up.parent is not None and up.parent.type == "call_expression":
+        call = up.parent
+        name = _callee(call)
+        if name.startswith("atomic") and _arg_index(call, node) == 0 and not deref:
+            return Access(read=True, write=True), None
+        if deref or name in _READ_ONLY_CALLS:
+            return Access(read=True), None
+        fn = fns.get(name)
+        i = _arg_index(call, node)
+        if fn is None or not 0 <= i < len(fn.params):
+            return Access(unsure=True), None
+        return _access(fn, fn.params[i], fns, seen), None
+    if deref:
+        if up.type == "assignment_expression" and up.child_by_field_name("left") == node:
+            op = _text(up.child_by_field_name("operator"))
+            return (Access(write=True) if op == "=" else Access(read=True, write=True)), None
+        if up.type == "update_expression":
+            return Access(read=True, write=True), None
+        return Access(read=True), None
+    if up.type == "init_declarator" and up.child_by_field_name("value") == node:
+        d = up.child_by_field_name("declarator")
+        while d is not None and d.type != "identifier":
+            d = d.child_by_field_name("declarator")
+        return Access(), _text(d) if d is not None else None
+    if up.type == "assignment_expression" and up.child_by_field_name("right") == node:
+        left = up.child_by_field_name("left")
+        return (Access(), _text(left)) if left.type == "identifier" else (Access(unsure=True), None)
+    if up.type in ("binary_expression", "condition_clause", "unary_expression"):
+        return Access(), None       # compared with another pointer or with null
+    return Access(unsure=True), None
+
+
+def _access(fn: _Fn, name: str, fns: dict, seen: frozenset = frozenset()) -> Access:
+    key = (fn.name, name)
+    if key in seen or len(seen) > 32:
+        return Access()
+    seen = seen | {key}
+    total, names, done = Access(), [name], set()
+    while names:
+        nm = names.pop()
+        if nm in done:
+            continue
+        done.add(nm)
+        for n in _walk(fn.body):
+            if n.type == "identifier" and _text(n) == nm:
+                acc, alias = _use(n, fns, seen)
+                total = total | acc
+                if alias:
+                    names.append(alias)
+    return total
+
+
+def pointer_access(text: str, entry: str) -> dict[str, Access]:
+    """For each pointer parameter of ``entry``: whether the kernel reads it, writes it, or both,
+    following it into the functions of this source that it is passed to."""
+    fns = _functions(_parser().parse(text.encode("utf-8")).root_node)
+    fn = fns.get(entry)
+    if fn is None:
+        return {}
+    return {p: _access(fn, p, fns) for p in fn.params if p in fn.pointers}
+
+
+@dataclass
+class IndexFacts:
+    """What the entry and the functions it calls say about its geometry, in the entry's names."""
+    thread_index: dict[str, tuple[str, str]] = field(default_factory=dict)  # var -> (axis, block size text)
+    block_index: dict[str, str] = field(default_factory=dict)               # var -> axis (var = blockIdx.a)
+    bounds: dict[str, str] = field(default_factory=dict)                    # var -> what it stays below
+    subscripts: dict[str, list[str]] = field(default_factory=dict)          # pointer -> its index expressions
+
+
+def _renamed(node, rename: dict[str, str]) -> str:
+    base, data = node.start_byte, bytearray(node.text)
+    for n in sorted((n for n in _walk(node) if n.type == "identifier" and _text(n) in rename),
+                    key=lambda n: -n.start_byte):
+        data[n.start_byte - base:n.end_byte - base] = rename[_text(n)].encode()
+    return " ".join(data.decode("utf-8", "replace").split())
+
+
+_THREAD_INDEX = re.compile(r"^\(?\s*(?:blockIdx\.([xyz])\s*\*\s*(\w+(?:\.[xyz])?)|(\w+(?:\.[xyz])?)\s*\*\s*blockIdx\.([xyz]))"
+                           r"\s*\)?\s*\+\s*threadIdx\.([xyz])$")
+
+
+def _index_var(var: str, value: str, facts: IndexFacts) -> None:
+    value = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|long|size_t|long long|int64_t)\s*\)", "", value).strip()
+    m = _THREAD_INDEX.match(value) or _THREAD_INDEX.match(" + ".join(reversed(value.split(" + ", 1))))
+    if m:
+        axis, block = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        if axis == m.group(5):
+            facts.thread_index.setdefault(var, (axis, block))
+    elif re.fullmatch(r"blockIdx\.([xyz])", value):
+        facts.block_index.setdefault(var, value[-1])
+
+
+def _facts_of(fn: _Fn, fns: dict, rename: dict[str, str], facts: IndexFacts, depth: int) -> None:
+    for n in _walk(fn.body):
+        if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
+            d = n.child_by_field_name("declarator")
+            value = n.child_by_field_name("value")
+            if d is not None and d.type == "identifier":
+                _index_var(_renamed(d, rename), _renamed(value, rename), facts)
+            elif (d is not None and d.type == "pointer_declarator" and value.type == "binary_expression"
+                  and value.child_by_field_name("left").type == "identifier"
+                  and _text(value.child_by_field_name("left")) in fn.pointers):
+                # float* row_ptr = x + row * COLS: the offset is an index into x
+                facts.subscripts.setdefault(_renamed(value.child_by_field_name("left"), rename), []).append(
+                    _renamed(value.child_by_field_name("right"), rename))
+        elif n.type == "assignment_expression" and _text(n.child_by_field_name("operator")) == "=":
+            left = n.child_by_field_name("left")
+            if left.type == "identifier":
+                _index_var(_renamed(left, rename), _renamed(n.child_by_field_name("right"), rename), facts)
+        elif n.type == "binary_expression" and _text(n.child_by_field_name("operator")) in ("<", ">"):
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if _text(n.child_by_field_name("operator")) == ">":
+                left, right = right, left
+            if left.type == "identifier":
+                facts.bounds.setdefault(_renamed(left, rename), _renamed(right, rename))
+        elif n.type == "subscript_expression":
+            arg = n.child_by_field_name("argument")
+            if arg.type == "identifier" and _text(arg) in fn.pointers:
+                idx = n.child_by_field_name("indices")
+                facts.subscripts.setdefault(_renamed(arg, rename), []).append(
+                    _renamed(idx, rename).strip("[] ") if idx is not None else "")
+        elif n.type == "call_expression" and depth < 8:
+            callee = fns.get(_callee(n))
+            if callee is None or callee.name == fn.name:
+                continue
+            args = [c for c in n.child_by_field_name("arguments").children if c.is_named and c.type != "comment"]
+            inner = {p: _renamed(a, rename) for p, a in zip(callee.params, args) if a.type == "identifier"}
+            _facts_of(callee, fns, inner, facts, depth + 1)
+
+
+def index_facts(text: str, entry: str) -> IndexFacts:
+    """Thread indices (``blockIdx.x * BLOCK + threadIdx.x``), bounds (``i < n``, loop limits) and
+    the pointers' index expressions of ``entry`` and what it calls in this source."""
+    fns = _functions(_parser().parse(text.encode("utf-8")).root_node)
+    facts = IndexFacts()
+    fn = fns.get(entry)
+    if fn is not None:
+        _facts_of(fn, fns, {}, facts, 0)
+    return facts
