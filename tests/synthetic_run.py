@@ -105,7 +105,9 @@ def make_synthetic_run(path, candidates: int = 1000) -> int:
                                    "best_ms": best_ms, "speedup_low": 0.98 * seed_ms / best_ms,
                                    "speedup_high": 1.02 * seed_ms / best_ms, "speedup_rounds": 10,
                                    "best_edits": list(best.path()), "message": "",
-                                   "sol_fraction": 0.42, "sol_bound": "shared-memory bandwidth (fake)",
-                                   "baseline_ms": 2.0 * best_ms, "baseline_name": "a fake baseline"})
+                                   "speed_of_light": {"fraction": 0.42, "bound": "memory", "bound_ms": 0.42 * best_ms,
+                                                      "peak": 3000.0, "peak_unit": "GB/s", "peak_name": "DRAM copy bandwidth",
+                                                      "source": "fake", "device": "none"},
+                                   "baseline": {"label": "fake_baseline", "median_ms": 2.0 * best_ms, "status": "ok"}})
         store.set_run_status(run, "done")
     return run

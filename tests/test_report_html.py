@@ -114,7 +114,8 @@ def test_the_1000_candidate_report_holds_every_node_in_a_page_of_modest_size(tmp
     assert len(html.encode()) < 2.5e6, len(html.encode())              # 1.5 MB when this was written
     # the summary: the final figure with its interval, speed of light and the baseline, statuses
     assert re.search(r"<strong>\d+\.\d\dx</strong> <span class=\"muted\">\(95 % \d\.\d\d&ndash;\d\.\d\dx over 10 rounds\)", html)
-    assert "42 % of the bound" in html and "2.00x" in html and "fake-scripted-model" in html
+    assert "42 % of the bound" in html and "42.0% of speed of light (memory-bound: DRAM copy bandwidth 3000 GB/s" in html
+    assert "<dd>2.00x</dd><dd class=\"muted\">2.00x over the baseline fake_baseline" in html and "fake-scripted-model" in html
     assert f"compile_error {counts['failed:compile_error']}" in html
     # failures grouped by status with their first messages, each naming its nodes
     failures = html[html.index('<section id="failures">'):]

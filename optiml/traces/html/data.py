@@ -14,6 +14,7 @@ from datetime import datetime
 from ...best import choose_best
 from ...status import Category, category
 from ..export import resources
+from ..limits import baseline_ratio, baseline_text, sol_text
 from ..report import fmt_value, format_sanitize, label, metric_table, source_diff
 from ..store import OK, TraceStore
 
@@ -72,29 +73,18 @@ def _verify_facts(e: dict) -> str:
                      if not isinstance(x, (dict, list)) and k != "message" and x is not None)
 
 
-def _limits(final: dict, best_ms: float | None) -> dict:
-    """How far from the limit, when the run stored it: the best's fraction of speed of light and
-    its ratio to a vendor baseline (keys ``sol_fraction``/``sol_bound`` and ``baseline_ms``/
-    ``baseline_ratio`` of the run's final figure, or a ``speed_of_light`` dict with ``fraction``)."""
+def _limits(final: dict) -> dict:
+    """How far from the limit, when the run stored it (issue 19's ``speed_of_light`` and ``baseline``
+    in the final figure), in :mod:`optiml.traces.limits`'s words, as ``show`` says it."""
     out = {}
-    sol = final.get("sol_fraction")
-    if sol is None and isinstance(final.get("speed_of_light"), dict):
-        sol = final["speed_of_light"].get("fraction")
-    if isinstance(sol, (int, float)):
-        out["sol_fraction"] = sol
-        bound = final.get("sol_bound") or (final.get("speed_of_light") or {}).get("bound")
-        if bound:
-            out["sol_bound"] = str(bound)
-    ratio = final.get("baseline_ratio")
-    base = final.get("baseline_ms")
-    if ratio is None and isinstance(base, (int, float)) and best_ms:
-        ratio = base / best_ms
-    if isinstance(ratio, (int, float)):
-        out["baseline_ratio"] = ratio
-        if isinstance(base, (int, float)):
-            out["baseline_ms"] = base
-        if final.get("baseline_name"):
-            out["baseline_name"] = str(final["baseline_name"])
+    sol = final.get("speed_of_light") or {}
+    if isinstance(sol.get("fraction"), (int, float)):
+        out["sol_fraction"], out["sol_text"] = sol["fraction"], sol_text(final)
+    if final.get("baseline"):
+        out["baseline_text"] = baseline_text(final)
+        ratio = baseline_ratio(final)
+        if ratio is not None:
+            out["baseline_ratio"] = ratio
     return out
 
 
@@ -243,7 +233,7 @@ def _summary(store, run, nodes, evals, root, seed_ms, best_id, path, proposals, 
         out["final_failed"] = f"{final.get('status')}: {final.get('message') or ''}".strip().rstrip(":")
     if final:
         out["sanitize"] = format_sanitize(final.get("sanitize"))
-    out.update(_limits(final, final.get("best_ms") if final_ok else best_ms))
+    out.update(_limits(final))
     return out
 
 
