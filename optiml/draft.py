@@ -236,3 +236,291 @@ class _Geometry:
             block = next((c for c in _BLOCK_HINTS if c in self.constants), "256")
             return [self._extent(rows[0][0])], [block], f"one block per {rows[0][0]} (= blockIdx.x)"
         return None
+
+
+# ------------------------------------------------------------------ optiml init --kernelbench
+# A KernelBench-format task (a module with `class Model(nn.Module)`, `get_inputs()` and
+# `get_init_inputs()`, its sizes module-level integers) run at two reduced sizes on the CPU:
+# which size each dimension is comes from how it moves between them.
+
+_REF_NAME = "reference"
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise SpecError("optiml init --kernelbench runs the task with PyTorch, which is not installed: "
+                        "pip install torch") from None
+    return torch
+
+
+def _load_task(task_path: Path):
+    import importlib.util
+    import sys
+
+    if not task_path.is_file():
+        raise SpecError(f"{task_path}: no such task file.")
+    spec = importlib.util.spec_from_file_location(f"optiml_kernelbench_{abs(hash(task_path))}", task_path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(task_path.parent))
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:      # the user's module: any error is theirs to fix
+        raise SpecError(f"{task_path}: importing it failed ({type(e).__name__}: {e}).") from None
+    finally:
+        sys.path.remove(str(task_path.parent))
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(mod, n)]
+    if missing:
+        raise SpecError(f"{task_path}: a KernelBench task defines Model, get_inputs and get_init_inputs; "
+                        f"this one has no {', '.join(missing)}.")
+    return mod
+
+
+def _probe(torch, mod, sizes: dict[str, int]):
+    """Run the task at ``sizes``: (inputs, the Model's parameters and buffers, outputs)."""
+    saved = {k: getattr(mod, k) for k in sizes}
+    try:
+        for k, v in sizes.items():
+            setattr(mod, k, v)
+        torch.manual_seed(0)
+        model = mod.Model(*mod.get_init_inputs())
+        inputs = list(mod.get_inputs())
+        with torch.no_grad():
+            out = model(*inputs)
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return model, inputs, dict(model.state_dict()), outs
+
+
+def _reduced(sizes: dict[str, int], scale: int, odd: bool) -> dict[str, int]:
+    """Sizes of 16 or more divided down to under ``scale`` (distinct, odd if asked); small ones kept."""
+    out, k = {}, 0
+    for name, v in sizes.items():
+        if v < 16:
+            out[name] = v
+            continue
+        while v >= scale:
+            v //= 2
+        v = v + 2 * k
+        out[name] = (v | 1) if odd else v
+        k += 1
+    return out
+
+
+def _dim_name(a: int, b: int, sa: dict, sb: dict) -> str | None:
+    """The expression over the sizes that is ``a`` at the sizes ``sa`` and ``b`` at ``sb``."""
+    names = [n for n in sa if sa[n] == a and sb[n] == b]
+    if names:
+        return names[0]
+    for n in sa:
+        for m in sa:
+            if sa[n] * sa[m] == a and sb[n] * sb[m] == b and n <= m:
+                return f"{n} * {m}"
+    return str(a) if a == b else None
+
+
+def _init_of(t) -> str:
+    x = t.detach().double()
+    if not t.is_floating_point():
+        return f'{{ dist = "integers", low = {int(x.min())}, high = {int(x.max()) + 1} }}'
+    lo, hi, mean, std = float(x.min()), float(x.max()), float(x.mean()), float(x.std()) if x.numel() > 1 else 0.0
+    if lo >= 0.0 and hi <= 1.0:
+        return '{ dist = "uniform", low = 0.0, high = 1.0 }'
+    if x.numel() >= 16 and abs(std - (hi - lo) / 12 ** 0.5) < 0.1 * (hi - lo) / 12 ** 0.5:     # flat: uniform
+        return f'{{ dist = "uniform", low = {lo:.2g}, high = {hi:.2g} }}  # from the values the task draws'
+    if abs(mean) < 0.05 and abs(std - 1.0) < 0.05:
+        return '{ dist = "normal", mean = 0.0, std = 1.0 }'
+    return f'{{ dist = "normal", mean = {mean:.2g}, std = {max(std, 1e-3):.2g} }}  # from the values the task draws'
+
+
+def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: str | None = None,
+                      spec_path: Path | None = None) -> tuple[str, str]:
+    """A task spec and its Python reference (the Model's forward) for a KernelBench-format task;
+    the kernel's entry signature says which argument is which (pointers: inputs, then the Model's
+    parameters and buffers, then outputs; integers by the name of a size)."""
+    torch = _import_torch()
+    mod = _load_task(task_path)
+    info = parse_source(source)
+    kern = info.kernel(entry) if entry else (info.kernels[0] if info.kernels else None)
+    if kern is None:
+        raise SpecError(f"{kernel_path}: no __global__ function {entry or ''} found to match the task's arguments to.")
+    sizes = {k: v for k, v in vars(mod).items() if type(v) is int and not k.startswith("_") and v > 0}
+    probes = None
+    for odd in (True, False):
+        sa, sb = _reduced(sizes, 128, odd), _reduced(sizes, 32, odd)
+        try:
+            probes = (sa, sb, _probe(torch, mod, sa), _probe(torch, mod, sb))
+            break
+        except Exception as e:      # the task may not allow these sizes: try even ones, then give up
+            why = f"{type(e).__name__}: {e}"
+    if probes is None:
+        raise SpecError(f"{task_path}: the task does not run at reduced sizes ({why}), so optiml cannot tell "
+                        "its dimensions apart; write the spec by hand (docs/spec.md).")
+    sa, sb, (model, ins_a, params_a, outs_a), (_, ins_b, params_b, outs_b) = probes
+    if not all(isinstance(t, torch.Tensor) for t in ins_a):
+        raise SpecError(f"{task_path}: get_inputs() returns something other than tensors; only tensors are supported.")
+
+    arrays = []         # (role, where, tensor at sa, dims)
+    for i, (ta, tb) in enumerate(zip(ins_a, ins_b)):
+        arrays.append(("input", i, ta, tb))
+    for key in params_a:
+        arrays.append(("param", key, params_a[key], params_b[key]))
+    for i, (ta, tb) in enumerate(zip(outs_a, outs_b)):
+        arrays.append(("output", i, ta, tb))
+    used: set[str] = set()
+    dims_of = []
+    for _, _, ta, tb in arrays:
+        dims = [_dim_name(a, b, sa, sb) for a, b in zip(ta.shape, tb.shape)] if ta.dim() == tb.dim() else []
+        dims = [d if d is not None else str(a) for d, a in zip(dims, ta.shape)] or [str(n) for n in ta.shape] or ["1"]
+        used.update(n for d in dims for n in _IDENT.findall(d))
+        dims_of.append(dims)
+    named = [n for n in sizes if n in used]
+    pointers = [p for p in kern.params if p.is_pointer]
+    ints = [p for p in kern.params if not p.is_pointer]
+    ref_args: dict = {"INPUTS": [], "PARAMS": {}, "OUTPUTS": [], "DIMS": {}, "DTYPES": {}}
+
+    lines: list[str] = []
+    w = lines.append
+    w(f"# Task spec for {kernel_path.name} from the KernelBench-format task {task_path.name}, written by")
+    w("# `optiml init --kernelbench`: see docs/spec.md. Every line marked TODO is a guess; check it.")
+    w("")
+    w("[kernel]")
+    w(f"entry = {_q(kern.name)}")
+    w('nvcc_flags = ["-O3"]')
+    w("")
+    w("[sizes]")
+    w("timing = { " + ", ".join(f"{n} = {sizes[n]}" for n in named) + " }  # the task's own sizes")
+    w("verify = [  # the task's sizes scaled down, odd where it allows (not multiples of any block)")
+    for s in (sa, sb):
+        w("    { " + ", ".join(f"{n} = {s[n]}" for n in named) + " },")
+    w("]")
+    w("")
+    for i, p in enumerate(pointers):
+        w("[[args]]")
+        w(f"name = {_q(p.name)}")
+        if i >= len(arrays):
+            w(f'dtype = "float32"  # TODO: the task has {len(arrays)} arrays; what is this pointer?')
+            w('role = "input"  # TODO')
+            w("shape = [1]  # TODO")
+            w("")
+            continue
+        role, where, ta, _ = arrays[i]
+        dtype = str(ta.dtype).removeprefix("torch.")
+        want = dtype_of_c_type(p.base_type)
+        note = f"  # TODO: the kernel's {p.base_type} is not the task's {dtype}" if want and want != dtype else ""
+        w(f"dtype = {_q(dtype)}{note}")
+        w(f"role = {_q('output' if role == 'output' else 'input')}" +
+          ("" if role != "param" else f"  # the Model's {where}"))
+        w(f"shape = [{', '.join(map(_q, dims_of[i]))}]")
+        if role != "output":
+            w(f"init = {_init_of(ta)}")
+        w("")
+        ref_args["DIMS"][p.name] = dims_of[i]
+        ref_args["DTYPES"][p.name] = dtype
+        if role == "input":
+            ref_args["INPUTS"].append(p.name)
+        elif role == "param":
+            ref_args["PARAMS"][p.name] = where
+        else:
+            ref_args["OUTPUTS"].append(p.name)
+    if len(pointers) < len(arrays):
+        w(f"# TODO: the task has {len(arrays)} arrays (inputs, the Model's parameters, outputs) and the kernel "
+          f"{len(pointers)} pointers; the last ones are not matched")
+    lookup = {n.lower(): n for n in sizes}
+    rename = {}
+    for p in ints:
+        dtype = dtype_of_c_type(p.base_type) or "float32"
+        w("[[args]]")
+        w(f"name = {_q(p.name)}")
+        w(f"dtype = {_q(dtype)}")
+        w('role = "scalar"')
+        size = lookup.get(p.name.lower())
+        attr = getattr(model, p.name, None)
+        if dtype.startswith(("int", "uint")) and size is not None:
+            w(f"value = {_q(size)}")
+            rename[p.name] = size
+        elif isinstance(attr, (int, float)) and not isinstance(attr, bool):
+            w(f"value = {attr!r}  # the Model's {p.name}")
+        else:
+            w("value = 1  # TODO: no size or Model attribute has this name")
+        w("")
+    geo = _Geometry([p.name for p in ints], index_facts(source, kern.name), info.constants, detected(source, kern.name))
+    for p in pointers:
+        geo.shape(p.name)
+    launch = geo.launch()
+    sub = (lambda e: _IDENT.sub(lambda m: rename.get(m.group(0), m.group(0)), e))
+    w("[launch]")
+    if launch and not [n for n in geo.placeholders if n not in rename]:
+        w(f"grid = [{', '.join(_q(sub(g)) for g in launch[0])}]  # TODO: {launch[2]}; check")
+        w(f"block = [{', '.join(_q(sub(b)) for b in launch[1])}]  # TODO")
+    else:
+        first = named[0] if named else "1"
+        w(f'grid = ["cdiv({first}, 256)"]  # TODO: how the kernel maps work to blocks')
+        w("block = [256]  # TODO")
+    w("shared_mem = 0  # TODO: bytes of dynamic shared memory, if the kernel uses extern __shared__")
+    w("")
+    ref_file = (kernel_path.stem + "_ref.py")
+    w("[reference]")
+    w(f"python = {_q(ref_file + ':' + _REF_NAME)}  # the Model's forward (written beside this spec)")
+    w("")
+    w("[tolerance]  # TODO: loosen for long reductions (a matmul's K) or half precision")
+    w("float32 = { atol = 1e-4, rtol = 1e-4 }")
+    text = "\n".join(lines) + "\n"
+    return text, _reference_text(task_path, spec_path or kernel_path.with_suffix(".toml"), ref_args)
+
+
+def _reference_text(task_path: Path, spec_path: Path, args: dict) -> str:
+    import os
+
+    rel = os.path.relpath(task_path.resolve(), spec_path.resolve().parent)
+    consts = "\n".join(f"{k} = {v!r}" for k, v in args.items())
+    return f'''"""The reference for optiml: the forward of Model in {task_path.name} (a KernelBench-format task),
+written by `optiml init --kernelbench`. Called with the spec's input arrays (NumPy) by keyword; it
+sets the task's sizes from their shapes, builds the Model from get_init_inputs() (seeded), loads its
+parameters from the arrays, and returns forward's outputs as NumPy arrays."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import torch
+
+TASK = Path(__file__).parent / {rel!r}
+{consts}
+_task = None
+
+
+def _module():
+    global _task
+    if _task is None:
+        spec = importlib.util.spec_from_file_location("kernelbench_task", TASK)
+        _task = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_task)
+    return _task
+
+
+def {_REF_NAME}(**arrays):
+    task = _module()
+    for name, dims in DIMS.items():
+        if name in arrays:
+            for size, n in zip(dims, np.shape(arrays[name])):
+                if size.isidentifier():
+                    setattr(task, size, int(n))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def tensor(name):
+        return torch.from_numpy(np.ascontiguousarray(arrays[name])).to(device, getattr(torch, DTYPES[name]))
+
+    torch.manual_seed(0)
+    model = task.Model(*task.get_init_inputs()).to(device)
+    with torch.no_grad():
+        state = model.state_dict()
+        for name, key in PARAMS.items():
+            state[key].copy_(tensor(name).reshape(state[key].shape))
+        out = model(*[tensor(name) for name in INPUTS])
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return tuple(o.detach().cpu().float().numpy() if o.dtype == torch.bfloat16 else o.detach().cpu().numpy()
+                 for o in outs)
+'''

@@ -19,19 +19,31 @@ from .options import EXIT_CANDIDATE_FAILED, arch_option, json_option, spec_optio
 @click.option("--entry", help="Which __global__ function, when the file has several.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write (default: kernel.toml beside the kernel).")
 @click.option("--force", is_flag=True, help="Overwrite an existing spec.")
-def init(kernel: Path, entry: str | None, output: Path | None, force: bool) -> None:
+@click.option("--kernelbench", "task", type=click.Path(path_type=Path),
+              help="A KernelBench-format task (Model, get_inputs, get_init_inputs): the spec's arrays, sizes and "
+                   "reference (its forward, written beside the spec) come from it. Needs torch.")
+def init(kernel: Path, entry: str | None, output: Path | None, force: bool, task: Path | None) -> None:
     """Write a draft task spec for KERNEL from its signature; TODO marks what to check."""
-    from ..draft import draft_spec
+    from ..draft import draft_kernelbench, draft_spec
     from ..spec import read_kernel
 
-    text = draft_spec(read_kernel(kernel), kernel, entry)
     out = output or kernel.with_suffix(".toml")
+    reference = None
+    if task is not None:
+        text, ref_text = draft_kernelbench(task, read_kernel(kernel), kernel, entry, out)
+        reference = (out.parent / (kernel.stem + "_ref.py"), ref_text)
+        if reference[0].exists() and not force:
+            raise UserError(f"{reference[0]}: already exists; pass --force to overwrite it.")
+    else:
+        text = draft_spec(read_kernel(kernel), kernel, entry)
     if out.is_dir():
         raise UserError(f"{out}: is a folder; give -o the spec file's name, e.g. -o {out / kernel.with_suffix('.toml').name}.")
     if out.exists() and not force:
         raise UserError(f"{out}: already exists; pass --force to overwrite it.")
     try:
         out.write_text(text)
+        if reference is not None:
+            reference[0].write_text(reference[1])
     except OSError as e:        # no such folder, no permission, a read-only file system
         raise UserError(f"{out}: cannot write the spec ({e.strerror or e}); choose another place with -o.") from None
     todos = sum("TODO" in line for line in text.splitlines())

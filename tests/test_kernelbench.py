@@ -1,0 +1,110 @@
+"""`optiml init --kernelbench TASK.py KERNEL.cu`: a spec and a Python reference (the Model's
+forward) from a KernelBench-format task, on the shipped examples. Needs torch (skipped without)."""
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optiml.draft import draft_kernelbench
+from optiml.errors import SpecError
+from optiml.spec import load_spec
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+TASKS = {"kb_softmax": "softmax_task.py", "kb_rmsnorm": "rmsnorm_task.py"}
+
+
+def need_torch():
+    return pytest.importorskip("torch", reason="the KernelBench tasks are PyTorch modules: pip install torch")
+
+
+def init(tmp_path, name):
+    for f in (f"{name}.cu", TASKS[name]):
+        shutil.copy(EXAMPLES / name / f, tmp_path / f)
+    kernel = tmp_path / f"{name}.cu"
+    spec_text, ref_text = draft_kernelbench(tmp_path / TASKS[name], kernel.read_text(), kernel)
+    (tmp_path / f"{name}.toml").write_text(spec_text)
+    (tmp_path / f"{name}_ref.py").write_text(ref_text)
+    return load_spec(tmp_path / f"{name}.toml", kernel), spec_text
+
+
+def module(path):
+    spec = importlib.util.spec_from_file_location(f"t_{path.stem}_{abs(hash(path))}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_softmax_task_becomes_a_spec(tmp_path):
+    need_torch()
+    spec, text = init(tmp_path, "kb_softmax")
+    assert [(a.name, a.role, a.dtype, a.shape) for a in spec.args] == [
+        ("x", "input", "float32", ("batch_size", "dim")), ("y", "output", "float32", ("batch_size", "dim")),
+        ("batch_size", "scalar", "int32", ()), ("dim", "scalar", "int32", ())]
+    assert spec.timing_sizes == {"batch_size": 8192, "dim": 8192}
+    verify = spec.verify_sizes
+    assert len(verify) >= 2 and all(v["dim"] < 8192 for v in verify)
+    assert any(n % 2 for v in verify for n in v.values())       # at least one odd size
+    assert spec.reference.function == "reference" and spec.reference.path.name == "kb_softmax_ref.py"
+    assert spec.launch.grid == ("batch_size",)
+
+
+def test_fused_task_takes_the_models_parameter_and_attribute(tmp_path):
+    need_torch()
+    spec, text = init(tmp_path, "kb_rmsnorm")
+    args = {a.name: a for a in spec.args}
+    assert [a.name for a in spec.args] == ["x", "weight", "y", "batch_size", "features", "eps"]
+    assert (args["weight"].role, args["weight"].shape) == ("input", ("features",))
+    assert args["y"].role == "output" and args["eps"].value == pytest.approx(1e-6)
+    assert "the Model's weight" in text
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_reference_matches_the_tasks_forward(tmp_path, name):
+    torch = need_torch()
+    spec, _ = init(tmp_path, name)
+    task = module(tmp_path / TASKS[name])
+    ref = module(tmp_path / f"{name}_ref.py").reference
+    sizes = spec.verify_sizes[0]
+    rng = np.random.default_rng(1)
+    kwargs, shapes = {}, {}
+    for a in spec.args:
+        if a.role == "input":
+            shape = tuple(sizes[d] for d in a.shape)
+            kwargs[a.name] = rng.standard_normal(shape).astype(np.float32) + (1.0 if a.name == "weight" else 0.0)
+        elif a.role == "scalar":
+            kwargs[a.name] = sizes.get(a.name, a.value)
+    out = ref(**kwargs)
+    for k, v in sizes.items():
+        setattr(task, k, v)
+    model = task.Model(*task.get_init_inputs())
+    with torch.no_grad():
+        if "weight" in kwargs:
+            model.weight.copy_(torch.from_numpy(kwargs["weight"]))
+        expected = model(torch.from_numpy(kwargs["x"])).numpy()
+    assert len(out) == 1 and out[0].shape == expected.shape == (sizes["batch_size"], expected.shape[1])
+    np.testing.assert_allclose(out[0], expected, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_shipped_specs_load(name):
+    spec = load_spec(EXAMPLES / name / f"{name}.toml", EXAMPLES / name / f"{name}.cu")
+    assert spec.reference.path.is_file() and not any(
+        "TODO" in line for line in (EXAMPLES / name / f"{name}.toml").read_text().splitlines())
+
+
+def test_without_torch_one_sentence_names_pip_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    kernel = EXAMPLES / "kb_softmax" / "kb_softmax.cu"
+    with pytest.raises(SpecError, match="pip install torch"):
+        draft_kernelbench(EXAMPLES / "kb_softmax" / TASKS["kb_softmax"], kernel.read_text(), kernel)
+
+
+def test_not_a_kernelbench_task_is_one_sentence(tmp_path):
+    need_torch()
+    (tmp_path / "t.py").write_text("x = 1\n")
+    kernel = EXAMPLES / "kb_softmax" / "kb_softmax.cu"
+    with pytest.raises(SpecError, match="Model, get_inputs and get_init_inputs"):
+        draft_kernelbench(tmp_path / "t.py", kernel.read_text(), kernel)
