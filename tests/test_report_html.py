@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from optiml.cli import main
 from optiml.traces.html import html_report, report_data, unpack
 from optiml.traces.store import TraceStore
+from tests.chat_server import Reply, chat_server  # noqa: F401  (the fixture)
 from tests.conftest import DATA, assert_one_sentence_error
 from tests.synthetic_run import make_synthetic_run
 from tests.test_traces_report import make_trajectory
@@ -128,6 +129,34 @@ def test_the_1000_candidate_report_holds_every_node_in_a_page_of_modest_size(tmp
     assert x["prompt"].startswith("Make this kernel faster.") and llm[0]["edit"] in x["answer"]
     failed = next(d for d in details["nodes"].values() if d["status"] == "wrong_output")
     assert failed["message"].startswith("C: 12 of 16384 elements differ")
+
+
+def test_an_llm_candidate_shows_its_prompt_and_answer(tmp_path, chat_server):
+    """The real LLM proposer against the local scripted Chat Completions server, a fake evaluator
+    (tests/test_search_llm_store.py's, named as one), the real store: the page gives the node the
+    model made its exchange, and the root the edit that did not apply."""
+    from optiml.app.records import StoreObserver
+    from optiml.edits.llm import LLMProposer
+    from optiml.search import MCTS, SearchConfig
+    from tests.test_edits_llm import MISS, NAME, PAD, SOURCE
+    from tests.test_search_llm_store import FakePaddingEvaluator
+
+    chat_server.script(Reply(MISS), Reply(PAD), Reply(MISS), Reply(MISS))
+    proposer = LLMProposer(model="scripted-model", base_url=chat_server.url, api_key="x", timeout_s=5, max_retries=0)
+    with TraceStore(tmp_path / "llm.db") as store:
+        run = store.start_run(NAME)
+        ev = FakePaddingEvaluator()
+        MCTS(SOURCE, ev, proposer, config=SearchConfig(budget=1, k_w=1.0), observer=StoreObserver(store, run, ev),
+             task="toy", entry=NAME).run()
+        html = html_report(store, run)
+    view, details = page_parts(html)
+    child = next(d for d in details["nodes"].values() if d["parent"] is not None)
+    x = details["exchanges"][str(child["exchange"])]
+    assert child["proposer"] == "llm" and x["model"] == "scripted-model" and x["tokens_in"] > 0
+    assert x["answer"].startswith("EDIT: pad Bs") and NAME in x["prompt"] and PAD_B.strip("+ ") in child["diff"]
+    root = next(d for d in details["nodes"].values() if d["parent"] is None)
+    assert root["attempts"] and root["attempts"][0][1] == "edit_failed" and "matches nothing" in root["attempts"][0][2]
+    assert "llm 1" in html and "scripted-model" in html                         # the summary's proposers and models
 
 
 def test_text_from_the_database_cannot_break_out_of_the_page(tmp_path):
