@@ -120,26 +120,10 @@ def _build_line(result, res) -> str:
 def eval_(kernel: Path, spec_path: Path | None, reference_kernel: Path | None, arch: str | None, device: int,
           seed: int | None, timeout: float, no_time: bool, sanitize: bool, as_json: bool) -> None:
     """Build KERNEL, verify it against the reference and time it on the GPU."""
-    from ..build import NvccBuilder, resolve_arch
-    from ..gpus import require_gpu
-    from ..runner import Candidate, Runner
-    from ..spec import load_task, read_kernel
-    from ..verify.harness import SubprocessHarness
+    from ..app.evaluate import evaluate_kernel
 
-    source, spec = load_task(kernel, spec_path)
-    seed_source = read_kernel(reference_kernel) if reference_kernel else source
-    require_gpu("eval")
-    builder = NvccBuilder(resolve_arch(arch))
-    sanitizer = None
-    if sanitize:
-        from ..verify.sanitizer import Sanitizer
-
-        sanitizer = Sanitizer()
-    evaluator = Runner.sequential(spec, seed_source, builder, SubprocessHarness(timeout_s=timeout),
-                                  include_dir=kernel.resolve().parent, seed=seed, device=device,
-                                  kernel_name=(reference_kernel or kernel).name, sanitizer=sanitizer)
-    with evaluator:
-        ev = evaluator.evaluate(Candidate(source, name=kernel.name), time_it=not no_time, sanitize=sanitize)
+    ev, spec = evaluate_kernel(kernel, spec_path, reference_kernel=reference_kernel, arch=arch, device=device,
+                               seed=seed, timeout_s=timeout, time_it=not no_time, sanitize=sanitize)
     if as_json:
         click.echo(json.dumps(ev.to_dict(), indent=2, default=str))
     else:

@@ -5,6 +5,7 @@ without a GPU: types, names, every shape and the launch geometry at every size s
 the arguments against the kernel's parameters. Each problem is one sentence that names
 the file and the field.
 """
+from .arrays import spec_data_from_arrays, spec_from_arrays, spec_from_data, to_toml
 from .checks import check_against_source, check_expressions
 from .load import find_spec, load_spec, load_task, parse_spec, read_kernel
 from .model import (DISTS, MAX_ARRAY_BYTES, MAX_BLOCK, MAX_GRID, MAX_SHARED_MEM, MAX_SIZE, MIN_TRIALS, ROLES, ArgSpec,
@@ -14,4 +15,5 @@ from ..errors import SpecError
 __all__ = ["ArgSpec", "DISTS", "Init", "Launch", "LaunchSpec", "MAX_ARRAY_BYTES", "MAX_BLOCK", "MAX_GRID",
            "MAX_SHARED_MEM", "MAX_SIZE", "MIN_TRIALS", "ROLES", "Reference", "SpecError", "TaskSpec", "TimingConfig",
            "Tolerance", "VerifyConfig", "check_against_source", "check_expressions", "find_spec", "load_spec", "load_task", "read_kernel",
-           "parse_spec"]
+           "parse_spec", "spec_data_from_arrays", "spec_from_arrays",
+           "spec_from_data", "to_toml"]
