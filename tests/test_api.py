@@ -238,3 +238,25 @@ def test_import_optiml_stays_light():
             "heavy = [m for m in ('pandas', 'pycuda', 'openai', 'sqlite_utils') if m in sys.modules]; "
             "assert not heavy, heavy; assert callable(f) and 'evaluate' in dir(optiml)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_example_in_docs_api_md_runs_with_fake_gpu_parts(tmp_path, monkeypatch, fake_gpu, fake_eval_gpu, capsys):
+    text = (ROOT / "docs" / "api.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    import optiml.gpus as gpus
+
+    monkeypatch.setattr(gpus, "compute_capability", lambda: "sm_90")    # the FAKE GPU's, for arch=None
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/api.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ok ") and out[0].endswith(" registers") and out[1] == "ok 1.28 ms"
+    assert out[2].endswith("x -arch=sm_90 -O3") and "#define BLOCK" in "\n".join(out)
+    assert (tmp_path / "optiml.db").is_file() and len(list((tmp_path / "optiml_tasks").iterdir())) == 1
+
+
+def test_torch_tensors_give_dtypes_and_shapes():
+    torch = pytest.importorskip("torch")
+    x = torch.ones(64, 8, dtype=torch.bfloat16)
+    src = "__global__ void k(const __nv_bfloat16* x, __nv_bfloat16* y, int n) {}"
+    spec = spec_from_arrays(src, [x, torch.empty(64, 8, dtype=torch.bfloat16), 512], outputs=["y"], grid=1, block=64)
+    assert [(a.dtype, a.shape) for a in spec.args[:2]] == [("bfloat16", ("N0", "N1"))] * 2
