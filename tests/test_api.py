@@ -6,7 +6,6 @@ compute-sanitizer): optiml's wiring and the result objects, none of it GPU behav
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ from optiml.errors import SpecError, UserError
 from optiml.spec import load_spec, spec_data_from_arrays, spec_from_arrays, to_toml
 from tests.conftest import ROOT
 from tests.test_optimize_fakes import FakeBlockWorker, FakeSanitizer, fake_gpu  # noqa: F401 (a fixture)
-from tests.test_spec import KERNEL as SCALE_KERNEL
 from tests.test_spec import write
 
 VADD = r"""
@@ -115,6 +113,8 @@ def test_the_api_refuses_mixed_forms_in_one_sentence(tmp_path):
         optiml.compile(VADD, args=vadd_args(), blocks=128, arch="sm_90", **VADD_TASK)
     with pytest.raises(UserError, match="give either spec= .* or args="):
         optiml.compile(VADD, spec, args=vadd_args(), arch="sm_90", **VADD_TASK)
+    with pytest.raises(UserError, match=r"cannot write the task's files \(Not a directory\); give another workdir="):
+        optiml.compile(VADD, args=vadd_args(), arch="sm_90", workdir=spec / "sub", **VADD_TASK)
 
 
 def test_compile_from_arrays_and_from_files_with_nvcc(tmp_path):

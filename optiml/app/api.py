@@ -101,11 +101,12 @@ def task_files(kernel, spec=None, *, args: Sequence | None = None, workdir: Path
         kernel_path, spec_path = folder / f"{entry}.cu", folder / f"{entry}.toml"
         kernel_path.write_text(source)
         spec_path.write_text(to_toml(data))
-    except OSError as e:
-        raise UserError(f"{folder}: cannot write the task's files ({e.strerror or e}); give another workdir=.") from None
-    except BaseException:
+    except BaseException as e:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise UserError(f"{folder}: cannot write the task's files ({e.strerror or e}); give another "
+                            f"workdir=.") from None
         raise
     return TaskFiles(kernel_path, spec_path, temporary)
 
