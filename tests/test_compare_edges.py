@@ -1,0 +1,86 @@
+"""Edges of the output comparison that mutants of verify/compare.py slipped through (issue 27):
+the sign of an Inf, the tolerance measured from the reference, an Inf in the reference, poison
+counted once, and the order in which a case's failures are reported."""
+import numpy as np
+
+from optiml import dtypes as _dt
+from optiml.search import MCTS, SearchConfig
+from optiml.verify.compare import OutputCheck, check_output, summarize
+
+
+def f32(*xs):
+    return np.array(xs, dtype=np.float32)
+
+
+def test_an_inf_of_the_wrong_sign_is_an_inf_failure():
+    res = check_output("y", f32(1.0, -np.inf), f32(1.0, np.inf), "float32", 1e-5, 1e-5)
+    assert res.inf == 1 and res.failed_check == "inf"
+    same = check_output("y", f32(1.0, np.inf), f32(1.0, np.inf), "float32", 1e-5, 1e-5)
+    assert same.failed_check is None
+
+
+def test_the_relative_tolerance_is_taken_from_the_reference_not_the_output():
+    """|out - ref| = 0.5 with rtol 0.4: within 0.4 * |out| = 0.6, outside 0.4 * |ref| = 0.4."""
+    fast = check_output("y", f32(1.5, 2.0), f32(1.0, 2.0), "float32", 0.0, 0.4)
+    assert fast.mismatched == 1 and fast.failed_check == "tolerance"
+    slow = check_output("y", f32(1.5, 2.0, np.nan), f32(1.0, 2.0, 3.0), "float32", 0.0, 0.4)   # the full accounting
+    assert slow.mismatched == 1 and slow.nan == 1
+
+
+def test_an_inf_in_the_reference_is_matched_exactly_even_with_a_relative_tolerance():
+    """rtol * inf is inf: a finite output would be 'within tolerance' of an infinite reference."""
+    res = check_output("y", f32(1.0, 5.0), f32(1.0, np.inf), "float32", 1e-5, 1e-3)
+    assert res.failed_check == "tolerance" and res.mismatched == 1
+
+
+def test_poison_left_in_place_is_unwritten_and_not_also_a_mismatch():
+    """A float's poison is a NaN payload, an integer's a sentinel value: either way counted once."""
+    for dtype, np_type in (("float32", np.float32), ("int32", np.int32)):
+        ref = np.array([1, 2, 3, 4], dtype=np_type)
+        out = ref.copy()
+        poison = np.ascontiguousarray(np.broadcast_to(_dt.poison_pattern(dtype), (2,)))
+        out[1:3] = np.frombuffer(poison.tobytes(), dtype=np_type)
+        res = check_output("y", out, ref, dtype, 0, 0)
+        assert (res.unwritten, res.mismatched, res.failed_check) == (2, 0, "unwritten"), dtype
+
+
+def test_a_case_reports_its_failures_in_the_documented_order():
+    """unwritten, then NaN, then Inf, then a changed input, then tolerance."""
+    bad = lambda **kw: OutputCheck(name=kw.pop("name", "y"), elements=4, **kw)
+    assert summarize(0, {}, 1, [bad(mismatched=1), bad(name="z", unwritten=1)], []).failed_check == "unwritten"
+    assert summarize(0, {}, 1, [bad(mismatched=1, nan=1)], ["x"]).failed_check == "nan"
+    assert summarize(0, {}, 1, [bad(inf=1)], ["x"]).failed_check == "inf"
+    assert summarize(0, {}, 1, [bad(mismatched=2)], ["x"]).failed_check == "input_modified"
+    assert summarize(0, {}, 1, [bad(mismatched=2)], []).failed_check == "tolerance"
+    assert summarize(0, {}, 1, [bad()], []).passed
+
+
+class _Times:
+    """A fake evaluator for the search loop: the seed 2 ms, every child 1 ms."""
+
+    def evaluate(self, source, flags):
+        return {"status": "ok", "median_ms": 2.0 if "child" not in source else 1.0, "spread": 0.001}
+
+
+class _OneChild:
+    name = "scripted"
+
+    def propose(self, node, k, rng):
+        from optiml.edits.types import Proposal
+        if "child" in node.source:
+            return []
+        return [Proposal(source=node.source.replace("{}", "{ int child = 0; }"), flags=(), edit="child",
+                         rationale="", prior=1.0)]
+
+
+def test_a_root_found_unsafe_is_never_the_best():
+    """The root stays ok in the tree (every reward's reference) but carries the unsafe verdict."""
+    from dataclasses import replace
+
+    m = MCTS("__global__ void k() {}\n", _Times(), _OneChild(), config=SearchConfig(budget=1))
+    best = m.run()
+    assert best is not m.root and best.median_ms == 1.0
+    m.amend(best, replace(best.result, status="unsafe", sanitize={"status": "unsafe"}))
+    slow_root = replace(m.root.result, median_ms=0.5, sanitize={"status": "unsafe", "message": "race"})
+    m.amend(m.root, slow_root)
+    assert m.root.status == "ok" and m.best() is None
