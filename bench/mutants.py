@@ -15,7 +15,7 @@ copy; they must pass. No GPU is needed: the tests named are CPU tests.
     python3 bench/mutants.py -j 2            # two copies, two mutants at a time
 
 The issue's 21 planted bugs are marked ``issue=True``; tests/test_planted_bugs.py holds a test for each;
-tests/test_mutants_survivors.py the tests written for mutants that survived the suite.
+tests/test_mutants_survivors.py and tests/test_compare_edges.py the tests written for mutants that survived the suite.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ from pathlib import Path
 from queue import Queue
 
 REPO = Path(__file__).resolve().parent.parent
-PLANTED = ("tests/test_planted_bugs.py", "tests/test_mutants_survivors.py")   # run with every mutant
+PLANTED = ("tests/test_planted_bugs.py", "tests/test_mutants_survivors.py",
+           "tests/test_compare_edges.py")   # run with every mutant
 
 
 @dataclass(frozen=True)
