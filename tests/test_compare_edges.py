@@ -84,3 +84,46 @@ def test_a_root_found_unsafe_is_never_the_best():
     slow_root = replace(m.root.result, median_ms=0.5, sanitize={"status": "unsafe", "message": "race"})
     m.amend(m.root, slow_root)
     assert m.root.status == "ok" and m.best() is None
+
+
+# -- the other survivors of bench/mutants.py: the spec's checks, the store's, and poison in a reference
+import pytest  # noqa: E402
+
+from optiml.errors import SpecError  # noqa: E402
+from tests.test_spec import SPEC, load  # noqa: E402
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("\n[timing]\nprecision = 1.0\n", "precision"),
+    ("\n[timing]\nmin_reps = 50\nmax_reps = 20\n", "min_reps"),
+    ("\n[tolerance]\nfloat33 = { atol = 0.1 }\n", "not a known dtype"),
+])
+def test_the_spec_refuses_what_it_documents(tmp_path, extra, words):
+    with pytest.raises(SpecError, match=words):
+        load(tmp_path, SPEC + extra)
+
+
+def test_a_verify_set_must_name_exactly_the_timing_sizes(tmp_path):
+    two = SPEC.replace("timing = { N = 1048576 }", "timing = { N = 1048576, M = 8 }").replace(
+        "verify = [{ N = 1000 }, { N = 77 }]", "verify = [{ N = 1000 }, { N = 77, M = 3 }]")
+    with pytest.raises(SpecError, match="must name the same sizes"):
+        load(tmp_path, two)
+
+
+def test_the_store_refuses_an_evaluation_without_a_status(tmp_path):
+    from optiml.traces.store import TraceStore
+
+    with TraceStore(tmp_path / "t.db") as store:
+        run = store.start_run("vadd")
+        n = store.add_node(run, None, "src")
+        with pytest.raises(ValueError, match="status required"):
+            store.finish_node(n, {"median_ms": 1.0})
+
+
+def test_a_reference_value_equal_to_the_poison_is_not_unwritten():
+    """An integer output whose true value is the sentinel: written (equal to the reference), not unwritten."""
+    sentinel = np.frombuffer(np.ascontiguousarray(np.broadcast_to(_dt.poison_pattern("int32"), (1,))).tobytes(),
+                             dtype=np.int32)[0]
+    ref = np.array([1, sentinel, 3], dtype=np.int32)
+    res = check_output("y", ref.copy(), ref, "int32", 0, 0)
+    assert res.unwritten == 0 and res.failed_check is None
