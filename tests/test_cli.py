@@ -37,9 +37,13 @@ def test_init_writes_a_draft_that_loads(tmp_path):
     spec = load_spec(tmp_path / "scale.toml", k)
     assert [a.role for a in spec.args] == ["input", "output", "scalar", "scalar"]
     assert spec.args[0].dtype == "float32" and spec.args[2].dtype == "int32"
+    assert r.output.strip().endswith(f"then run: optiml eval {k}")
     # a second init does not overwrite
     r = run("init", k)
     assert r.exit_code != 0 and "--force" in r.output
+    # a spec written elsewhere: the next command names it
+    r = run("init", k, "-o", tmp_path / "other.toml")
+    assert r.exit_code == 0 and r.output.strip().endswith(f"optiml eval {k} --spec {tmp_path / 'other.toml'}"), r.output
 
 
 def test_init_lists_other_kernels_and_takes_entry(tmp_path):

@@ -47,7 +47,9 @@ def init(kernel: Path, entry: str | None, output: Path | None, force: bool, task
     except OSError as e:        # no such folder, no permission, a read-only file system
         raise UserError(f"{out}: cannot write the spec ({e.strerror or e}); choose another place with -o.") from None
     todos = sum("TODO" in line for line in text.splitlines())
-    click.echo(f"wrote {out} ({todos} TODO line(s) to check), then run: optiml eval {kernel}")
+    beside = Path(out).resolve() == Path(kernel).with_suffix(".toml").resolve()
+    spec_flag = "" if beside else f" --spec {out}"
+    click.echo(f"wrote {out} ({todos} TODO line(s) to check), then run: optiml eval {kernel}{spec_flag}")
 
 
 # --------------------------------------------------------------------------------- build
