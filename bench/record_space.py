@@ -86,20 +86,12 @@ def load(args):
 
 
 def gpu_arch(arch: str | None) -> str:
-    """``--arch`` (checked against nvcc) or the GPU's, after making sure a GPU is here."""
-    from optiml.build import detect_arch, resolve_arch
-    from optiml.errors import UserError
-    from optiml.gpus import gpu_available, smi
+    """``--arch`` (checked against nvcc) or the GPU's, after making sure a GPU is here (the bench
+    scripts' one check, :func:`throughput.gpu_arch`)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from throughput import gpu_arch as checked
 
-    try:
-        chosen = resolve_arch(arch) if arch else None
-        if not gpu_available():
-            why = "nvidia-smi is not on PATH" if not smi("-L") else "pycuda is not installed"
-            raise UserError(f"no GPU was found ({why}); it times kernels on a CUDA GPU (--dry-run only builds "
-                            f"them), so run it on a GPU machine")
-        return chosen or detect_arch()
-    except UserError as e:
-        raise fail(str(e)) from None
+    return checked(SCRIPT, arch, hint="--dry-run only builds them")
 
 
 def dry_run(args, source: str, spec, points: list[tuple[dict, str]], valid: int, total: int) -> int:

@@ -71,9 +71,11 @@ def union(intervals) -> float:
     return total
 
 
-def gpu_arch(script: str, arch: str | None) -> str:
+def gpu_arch(script: str, arch: str | None,
+             hint: str = "--arch only picks what nvcc builds for") -> str:
     """``--arch`` (checked against nvcc) or the GPU's, after making sure a GPU is here: a
-    SystemExit with one sentence otherwise (these scripts time kernels, so --arch alone is not enough)."""
+    SystemExit with one sentence otherwise (these scripts time kernels, so --arch alone is not
+    enough; ``hint`` says what the script can do without one)."""
     sys.path.insert(0, str(ROOT))
     from optiml.build import detect_arch, resolve_arch
     from optiml.errors import UserError
@@ -83,8 +85,8 @@ def gpu_arch(script: str, arch: str | None) -> str:
         chosen = resolve_arch(arch) if arch else None
         if not gpu_available():
             why = "nvidia-smi is not on PATH" if not smi("-L") else "pycuda is not installed"
-            raise UserError(f"no GPU was found ({why}); it runs kernels on a CUDA GPU (--arch only picks what nvcc "
-                            f"builds for), so run it on a GPU machine")
+            raise UserError(f"no GPU was found ({why}); it runs kernels on a CUDA GPU ({hint}), so run it on a "
+                            f"GPU machine")
         return chosen or detect_arch()
     except UserError as e:
         raise SystemExit(f"{script}: {str(e).rstrip('.')}.") from None
