@@ -65,20 +65,23 @@ def fmt_value(name: str, v) -> str:
     return s + ("%" if pct else "")
 
 
-def metric_deltas(before: dict | None, after: dict | None, limit: int = MAX_DELTAS) -> list[str]:
-    """``name a → b`` for the metrics that changed most (relative change), largest first."""
+def _changes(before: dict | None, after: dict | None) -> list[tuple[float, str, float, float]]:
+    """(relative change, name, before, after) of each metric both have as a number that changed."""
     before, after = before or {}, after or {}
-    changes = []
+    out = []
     for name in sorted(set(before) & set(after)):
         a, b = before[name], after[name]
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)) or a == b:
             continue
         if any(math.isnan(x) for x in (a, b)):
             continue
-        rel = abs(b - a) / max(abs(a), abs(b))
-        if rel < 0.05:
-            continue
-        changes.append((rel, name, a, b))
+        out.append((abs(b - a) / max(abs(a), abs(b)), name, a, b))
+    return out
+
+
+def metric_deltas(before: dict | None, after: dict | None, limit: int = MAX_DELTAS) -> list[str]:
+    """``name a → b`` for the metrics that changed most (relative change), largest first."""
+    changes = [c for c in _changes(before, after) if c[0] >= 0.05]
     changes.sort(key=lambda c: (c[1] not in LABELS, -c[0], c[1]))   # the named metrics first
     return [f"{label(n)} {fmt_value(n, a)} → {fmt_value(n, b)}" for _, n, a, b in changes[:limit]]
 
@@ -160,16 +163,7 @@ MAX_TABLE = 12
 def metric_table(before: dict | None, after: dict | None, limit: int = MAX_TABLE) -> list[str]:
     """The metrics that differ most between ``before`` and ``after`` (relative change, largest
     first) as rows of a small table: name, before, after, change."""
-    before, after = before or {}, after or {}
-    rows = []
-    for name in set(before) & set(after):
-        a, b = before[name], after[name]
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)) or a == b:
-            continue
-        if any(math.isnan(x) for x in (a, b)):
-            continue
-        rel = abs(b - a) / max(abs(a), abs(b))
-        rows.append((rel, name, a, b))
+    rows = _changes(before, after)
     rows.sort(key=lambda r: (-r[0], r[1]))
     cells = [(label(n), fmt_value(n, a), fmt_value(n, b), f"{(b - a) / abs(a):+.0%}" if a else "new")
              for _, n, a, b in rows[:limit]]
