@@ -73,6 +73,15 @@ def _walk(node):
         stack.extend(reversed(n.children))
 
 
+def function_declarator(node):
+    """The ``function_declarator`` under a function definition or declaration (through pointer,
+    reference and attributed declarators), or None."""
+    d = node.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
+
+
 def _param(node) -> Param | None:
     if node.type == "variadic_parameter":
         return None
@@ -111,9 +120,7 @@ def _kernels(root) -> list[Kernel]:
             continue
         if not any(c.type == "__global__" for c in n.children):
             continue
-        fdecl = n.child_by_field_name("declarator")
-        while fdecl is not None and fdecl.type != "function_declarator":
-            fdecl = fdecl.child_by_field_name("declarator")
+        fdecl = function_declarator(n)
         if fdecl is None:
             continue
         name_node = fdecl.child_by_field_name("declarator")
@@ -283,9 +290,7 @@ def _functions(root) -> dict[str, _Fn]:
     for n in _walk(root):
         if n.type != "function_definition" or n.child_by_field_name("body") is None:
             continue
-        fdecl = n.child_by_field_name("declarator")
-        while fdecl is not None and fdecl.type != "function_declarator":
-            fdecl = fdecl.child_by_field_name("declarator")
+        fdecl = function_declarator(n)
         if fdecl is None or fdecl.child_by_field_name("declarator") is None:
             continue
         plist = fdecl.child_by_field_name("parameters")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import expr as _expr
 from ..errors import ExprError
-from ..source import _parser, _walk, parse_source
+from ..source import _parser, _walk, function_declarator, parse_source
 from ..spec.space import TUNABLE_NAME, constant_sites
 
 MAX_THREADS = 1024
@@ -67,11 +67,7 @@ def _entry_def(root, entry: str = ""):
     return None, None
 
 
-def _fdecl(fn):
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
-    return d
+_fdecl = function_declarator
 
 
 def _params(fdecl):

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 from .. import expr as _expr
 from ..errors import ExprError, SpecError
 from ..expr import show
-from ..source import _parser, _walk
+from ..source import _parser, _walk, function_declarator
 
 RESERVED = ("restrictions",)
 # names that usually are a tunable quantity (a tile, a block dimension, work per thread)
@@ -159,9 +159,7 @@ def _template_params(root) -> dict[str, list[tuple[str, int]]]:
         fn = next((c for c in n.children if c.type in ("function_definition", "declaration")), None)
         if plist is None or fn is None:
             continue
-        d = fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
+        d = function_declarator(fn)
         if d is None or d.child_by_field_name("declarator") is None:
             continue
         fname = _t(d.child_by_field_name("declarator"))
@@ -188,9 +186,7 @@ def _template_args(node) -> list:
 def _entry(root, entry: str):
     for n in _walk(root):
         if n.type == "function_definition" and any(c.type == "__global__" for c in n.children):
-            d = n.child_by_field_name("declarator")
-            while d is not None and d.type != "function_declarator":
-                d = d.child_by_field_name("declarator")
+            d = function_declarator(n)
             if d is not None and _t(d.child_by_field_name("declarator")) == entry:
                 return n
     return None
