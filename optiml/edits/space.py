@@ -109,13 +109,12 @@ class SpaceMoves:
                 data.append((c, y))
         return data, seen
 
-    def scores(self, candidates: list[tuple], measured: Iterable[Measured]) -> list[float]:
-        """Minus the expected improvement of each candidate's log runtime over the best measured
+    def scores(self, candidates: list[tuple], data: list) -> list[float]:
+        """``data``: :meth:`_data`'s observations. Minus the expected improvement of each candidate's log runtime over the best measured
         (lower is better), from a Gaussian process over the value indices (Matern 5/2, one length
         scale chosen by marginal likelihood). A failed point counts as slower than anything measured."""
         import numpy as np
 
-        data, _ = self._data(measured)
         ys = [y for _, y in data if y is not None]
         if not ys or not candidates:
             return [0.0] * len(candidates)
@@ -157,9 +156,9 @@ class SpaceMoves:
         here = self.point(node.source)
         if here is None:
             return []
-        _, seen = self._data(node.measured)
+        data, seen = self._data(node.measured)
         cands = [q for q in self.neighbours(here) if q not in seen]
-        scores = self.scores(cands, node.measured) if cands else []
+        scores = self.scores(cands, data) if cands else []
         ranked = sorted(range(len(cands)), key=lambda i: (scores[i], i))[:limit]
         out = []
         for i in ranked:
