@@ -91,7 +91,7 @@ def main() -> int:
         return 1
     trace = optiml_trace(space, a.seed, a.budget)
     ok = [t for t in trace if t is not None]
-    best = min(t for _, _, t in ((0, 0, m) for m in (p[-1] for p in space["points"]) if m is not None))
+    best = min(p[-1] for p in space["points"] if p[-1] is not None)
     print(f"{len(trace)} evaluations, best {min(ok):.4f} ms, optimum {best:.4f} ms")
     for i, t in enumerate(trace, 1):
         print(i, "failed" if t is None else f"{t:.4f}")
