@@ -14,6 +14,7 @@ SHARED = {"optiml", "optiml.errors", "optiml.status", "optiml.best", "optiml.dty
 MAY_IMPORT = {
     "optiml.build": set(),
     "optiml.draft": set(),
+    "optiml.generate": {"optiml.edits"},
     "optiml.edits": set(),
     "optiml.profiler": set(),
     "optiml.traces": set(),
@@ -22,9 +23,10 @@ MAY_IMPORT = {
     "optiml.search": {"optiml.edits.types"},
     "optiml.runner": {"optiml.build", "optiml.verify", "optiml.profiler"},
     "optiml.app": {"optiml.build", "optiml.cluster", "optiml.edits", "optiml.profiler", "optiml.runner",
-                   "optiml.search", "optiml.traces", "optiml.verify"},
+                   "optiml.search", "optiml.traces", "optiml.verify", "optiml.generate"},
     "optiml.cli": {"optiml.app", "optiml.build", "optiml.draft", "optiml.profiler", "optiml.runner",
-                   "optiml.search", "optiml.traces", "optiml.verify", "optiml.edits", "optiml.cluster"},
+                   "optiml.search", "optiml.traces", "optiml.verify", "optiml.edits", "optiml.cluster",
+                   "optiml.generate"},
     "optiml.__main__": {"optiml.cli"},
 }
 # the search's only shared imports (it must not reach the spec, the runner or the GPU)

@@ -42,8 +42,8 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     logger.enable("optiml")
 
 
-from . import calibrate, doctor, kernel, optimize, traces  # noqa: E402  (heavy imports are lazy inside each command)
+from . import calibrate, doctor, generate, kernel, optimize, traces  # noqa: E402  (heavy imports are lazy inside each command)
 
 for _cmd in (kernel.init, kernel.build, kernel.eval_, kernel.profile, *traces.COMMANDS, optimize.optimize, doctor.doctor,
-             calibrate.calibrate):
+             calibrate.calibrate, generate.generate):
     main.add_command(_cmd)
