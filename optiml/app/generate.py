@@ -91,7 +91,7 @@ class GenerateResult:
     strategies: tuple[Outcome, ...]
     evaluations: int
     best_node: int
-    baseline_node: int                     # the slowest verified strategy's node
+    slowest_node: int                      # the slowest verified strategy's node
     best_source: str
     best_path: tuple[str, ...]
     final: dict
@@ -312,8 +312,7 @@ def _run_generate(opts: GenerateOptions, on_event, on_progress, on_search_end, o
         sol = speed_of_light_figure(spec, best.source, final, gpu_facts()[0] or "")
         if sol is not None:
             final["speed_of_light"] = sol
-    final["baseline_node"] = baseline_id
-    final["baseline"] = "the slowest verified strategy"
+    final["slowest_strategy_node"] = baseline_id      # what seed_ms times: the slowest verified strategy
     for row in final.get("compared") or ():
         row["node"] = store_ids.get(row["node"], row["node"])
     store.set_run_result(run_id, final)
@@ -328,7 +327,7 @@ def _run_generate(opts: GenerateOptions, on_event, on_progress, on_search_end, o
         raise UserError(f"{out}: cannot write the best kernel ({e.strerror}); it is kept in the database: "
                         f"optiml best {run_id} -o FILE") from None
     return GenerateResult(run_id=run_id, strategies=tuple(gen.outcomes()), evaluations=search.evaluations,
-                          best_node=final["best_node"], baseline_node=baseline_id, best_source=best.source,
+                          best_node=final["best_node"], slowest_node=baseline_id, best_source=best.source,
                           best_path=tuple(best.path()), final=final, output=out, sanitize=sanitize)
 
 
@@ -353,7 +352,7 @@ def _kernel_text(store, run_id: int, final: dict) -> str:
     if final.get("status") == "ok" and final.get("speedup"):
         head, _, rest = text.partition("\n")
         line = (f"// optiml generate: {final['speedup']:.2f}x over the slowest verified strategy (node "
-                f"{final['baseline_node']}: {final['seed_ms']:.4g} ms -> {final['best_ms']:.4g} ms, timed interleaved)")
+                f"{final['slowest_strategy_node']}: {final['seed_ms']:.4g} ms -> {final['best_ms']:.4g} ms, timed interleaved)")
         text = f"{head}\n{line}\n{rest}"
     return text
 
@@ -435,6 +434,7 @@ class Generation:
         self.by_store = by_store
         self.keys: set = set()
         self.strategies: list = []
+        self.exchanges: list[dict] = []
         self._next = len(ids)
 
     # -- records ------------------------------------------------------------------------------
@@ -519,6 +519,7 @@ class Generation:
             if failed is None:
                 self.on_event(Event(f"asking for the kernel of {self._title(i)}"))
         x = self.chat.ask(messages, seed=self._seed(edit))
+        self.exchanges.append(x)        # alive while the observer knows it (it keys exchanges by id())
         kernel = parse_kernel(x["raw_answer"]) if not x["error"] else None
         error = x["error"] or kernel.error or check_kernel(self.spec, kernel.source)
         if error is None and node_key(kernel.source, ()) in self.keys:
@@ -548,7 +549,7 @@ class Generation:
         self.observer.on_node_added(node)
         self.nodes[node.id] = node
         self.keys.add(node_key(node.source, ()))
-        self.records.append(dict(node.record(), id=self.observer.ids[node.id]))
+        self.records.append(dict(node.record(), id=self.observer.ids[node.id], parent=self.root_store_id))
         return node
 
     # -- evaluating ---------------------------------------------------------------------------

@@ -1,0 +1,252 @@
+"""`optiml generate` start to end on this CPU machine: the real CLI, the real openai client against
+the local scripted Chat Completions server, real nvcc builds and a real trace store, with FAKE GPU
+parts (a fake GPU worker whose median is the candidate's BLOCK / 100 ms and which calls a kernel
+with `#define FAKE_WRONG` wrong, a fake compute-sanitizer that finds nothing, no profiler). It checks
+optiml's own wiring (strategies asked and parsed, kernels refused, repaired once, stored under the
+description's root, the search going on from them, the final step, the exit codes); none of it is
+GPU behaviour."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from optiml.cli import main
+from optiml.traces.store import TraceStore
+from optiml.verify.harness import HarnessResult, TimingResult
+from optiml.verify.sanitizer import SanitizeResult
+from tests.fakes import FakeHarness
+
+from .chat_server import chat_server  # noqa: F401
+
+SPEC = """
+[kernel]
+entry = "scale"
+
+[sizes]
+timing = { N = 4096 }
+verify = [{ N = 1000 }, { N = 77 }]
+
+[[args]]
+name = "x"
+dtype = "float32"
+role = "input"
+shape = ["N"]
+
+[[args]]
+name = "y"
+dtype = "float32"
+role = "output"
+shape = ["N"]
+
+[[args]]
+name = "n"
+dtype = "int32"
+role = "scalar"
+value = "N"
+
+[[args]]
+name = "alpha"
+dtype = "float32"
+role = "scalar"
+value = 0.5
+
+[reference]
+python = "ref.py:scale"
+"""
+
+REF = "def scale(x, n, alpha):\n    return alpha * x\n"
+
+STRATEGIES = """Here are three ways.
+**STRATEGY 1: one element per thread**
+Each thread scales one element; BLOCK threads a block.
+STRATEGY 2: grid-stride loop
+A fixed grid of blocks strides over the array.
+STRATEGY 3: float4 loads
+Each thread scales four elements with one vector load.
+"""
+
+
+def kernel(block: int, *, body: str = "if (i < n) y[i] = alpha * x[i];", params: str | None = None,
+           launch: bool = True, extra: str = "") -> str:
+    params = params or "const float* __restrict__ x, float* __restrict__ y, int n, float alpha"
+    line = '// optiml:launch {grid = ["cdiv(N, BLOCK)"], block = ["BLOCK"], shared_mem = 0}\n' if launch else ""
+    return (f"#define BLOCK {block}\n{extra}{line}__global__ void scale({params}) {{\n"
+            f"    int i = blockIdx.x * BLOCK + threadIdx.x;\n    {body}\n}}\n")
+
+
+def answer(title: str, source: str) -> str:
+    return f"KERNEL: {title}\nWHY: it is simple.\n```cuda\n{source}```\n"
+
+
+BROKEN = kernel(64, body="if (i < n) y[i] = alpha * x[i]")           # no semicolon: nvcc refuses it
+WRONG_SIGNATURE = kernel(512, params="const float* x, float* y, int n")
+
+
+class FakeBlockWorker(FakeHarness):
+    """A FAKE GPU worker: median BLOCK / 100 ms (the baseline's likewise); FAKE_WRONG: wrong output."""
+
+    def __init__(self, device=0, timeout_s=120.0):
+        self.device = device
+
+    def run(self, job, lend=None):
+        if "FAKE_WRONG" in job.candidate.constants:
+            return HarnessResult("wrong_output", message="fake: 1000 of 1000 elements differ")
+
+        def timing(kb):
+            ms = kb.constants["BLOCK"] / 100
+            return TimingResult(ms, ms, ms, ms, ms, ms, 0.0, 10, 3, 1, True)
+        return HarnessResult("ok", timing=timing(job.candidate),
+                             baseline_timing=timing(job.baseline) if job.baseline is not None else None)
+
+
+class FakeCleanSanitizer:
+    """A FAKE compute-sanitizer: every kernel is clean."""
+
+    def __init__(self, *a, **kw):
+        pass
+
+    def sanitize(self, job, gpu_lock=None, cancel=None):
+        return SanitizeResult("clean", "passed memcheck", tools=("memcheck",), wall_s=0.01)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    import optiml.gpus as gpus
+    import optiml.verify.sanitizer as sanitizer
+    import optiml.verify.worker_client as worker_client
+
+    monkeypatch.setattr(gpus, "require_gpu", lambda command: None)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [(0, "FAKE GPU")])
+    monkeypatch.setattr(gpus, "gpu_facts", lambda: ("FAKE GPU", "0.0"))
+    monkeypatch.setattr(worker_client, "WorkerHarness", FakeBlockWorker)
+    monkeypatch.setattr(sanitizer, "Sanitizer", FakeCleanSanitizer)
+    monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 0.0)
+    for key in ("OPTIML_LLM_API_KEY", "OPENAI_API_KEY", "OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+
+
+def spec_file(tmp_path, text: str = SPEC):
+    (tmp_path / "ref.py").write_text(REF)
+    spec = tmp_path / "scale.toml"
+    spec.write_text(text)
+    return spec
+
+
+def generate(server, tmp_path, *args):
+    db = tmp_path / "t.db"
+    r = CliRunner().invoke(main, ["generate", str(spec_file(tmp_path)), "--describe", "scale a float32 vector by alpha",
+                                  "--llm-model", "scripted", "--llm-base-url", server.url, "--db", str(db),
+                                  "--arch", "sm_90", "--no-profile", "--jobs", "2", *args])
+    return r, db
+
+
+def prompt(server, i: int) -> str:
+    return server.requests[i]["messages"][-1]["content"]
+
+
+def test_strategies_kernels_a_repair_and_a_refusal_under_the_description(tmp_path, fake_gpu, chat_server):
+    chat_server.script(STRATEGIES, answer("one per thread", kernel(256)), answer("grid stride", BROKEN),
+                       answer("vector", WRONG_SIGNATURE), answer("vector, fixed", kernel(512)),
+                       answer("grid stride, fixed", kernel(128)))
+    r, db = generate(chat_server, tmp_path, "--strategies", "3", "-o", str(tmp_path / "best.cu"))
+    assert r.exit_code == 0, r.output
+    assert len(chat_server.requests) == 6
+    assert "Name 3 distinct implementation strategies" in prompt(chat_server, 0)
+    assert "`__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float alpha)`" \
+        in prompt(chat_server, 0) and "return alpha * x" in prompt(chat_server, 0)       # signature and reference
+    assert "one element per thread" in prompt(chat_server, 1) and "grid-stride loop" in prompt(chat_server, 2)
+    # strategy 3's wrong signature is refused with one sentence, shown to the model for its one repair
+    refusal = ("the entry scale takes 3 parameters (x, y, n) but the spec gives 4 (x, y, n, alpha); it must be "
+               "`__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float alpha)`.")
+    assert refusal in prompt(chat_server, 4) and "## What happened: edit_failed" in prompt(chat_server, 4)
+    # strategy 2's compile error is shown to the model, which repairs it once
+    assert "## What happened: compile_error" in prompt(chat_server, 5) and "expected a \";\"" in prompt(chat_server, 5)
+    with TraceStore(db, create=False) as store:
+        run = store.run(1)
+        nodes = store.nodes(1)
+        root = nodes[0]
+        evals = {n.id: store.evaluation(n.id) for n in nodes}
+        kids = {n.edit: (evals[n.id]["status"], evals[n.id]["median_ms"]) for n in nodes if n.parent_id == root.id}
+        attempts = [p for p in store.proposals(run_id=1) if p["kind"] == "attempt"]
+        exchanges = [p for p in store.proposals(run_id=1) if p["kind"] == "exchange"]
+        best_text = store.source(store.node(run["result"]["best_node"]).source_hash)
+    assert root.proposer == "description" and root.rationale == "scale a float32 vector by alpha"
+    assert evals[root.id]["status"] == "source_error" and "not a kernel" in evals[root.id]["result"]["message"]
+    assert kids == {"strategy 1: one element per thread": ("ok", 2.56),
+                    "strategy 2: grid-stride loop": ("compile_error", None),
+                    "strategy 2: grid-stride loop (repaired)": ("ok", 1.28),
+                    "strategy 3: float4 loads (repaired)": ("ok", 5.12)}
+    assert len(attempts) == 1 and attempts[0]["error"] == refusal
+    assert attempts[0]["parsed_edits"]["edit"] == "strategy 3: float4 loads"
+    assert len(exchanges) == 6 and all(x["prompt"] and x["raw_answer"] and x["tokens_in"] for x in exchanges)
+    assert [s["name"] for s in exchanges[0]["parsed_edits"]["strategies"]] == [
+        "one element per thread", "grid-stride loop", "float4 loads"]
+    # the final figure: the fastest verified strategy, timed against the slowest (fake timings)
+    final = run["result"]
+    assert final["status"] == "ok" and final["slowest_strategy_node"] == 4
+    assert final["seed_ms"] == 5.12 and final["best_ms"] == 1.28 and final["speedup"] == pytest.approx(4.0)
+    assert "#define BLOCK 128" in best_text and run["status"] == "done"
+    written = (tmp_path / "best.cu").read_text()
+    assert "4.00x over the slowest verified strategy" in written and written.endswith(best_text)
+    assert "strategy 2 'grid-stride loop': node 5 ok 1.28 ms after one repair" in r.output
+    assert "run 1: 3 of 3 strategies verified, 4 candidates; best 4.00x over the slowest verified strategy" in r.output
+    # the viewing commands work on the run
+    shown = CliRunner().invoke(main, ["show", "1", "--db", str(db)])
+    assert shown.exit_code == 0 and "strategy 2: grid-stride loop (repaired)" in shown.output, shown.output
+    out = tmp_path / "again.cu"
+    best = CliRunner().invoke(main, ["best", "1", "--db", str(db), "-o", str(out)])
+    assert best.exit_code == 0 and out.read_text().endswith(best_text)
+    exported = CliRunner().invoke(main, ["export", "1", "--db", str(db), "-o", "-", "--format", "json"])
+    assert exported.exit_code == 0 and len(json.loads(exported.output)) == 5
+
+
+def test_no_verified_kernel_is_a_clear_failure(tmp_path, fake_gpu, chat_server):
+    chat_server.script("STRATEGY 1: naive\none per thread\n",
+                       answer("naive", kernel(128, extra="#define FAKE_WRONG 1\n")),
+                       answer("naive, fixed", kernel(128, launch=False)))
+    r, db = generate(chat_server, tmp_path, "--strategies", "1", "--sanitize", "off")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert ("Error: run 1: none of the 1 strategies gave a verified kernel (naive: edit_failed); see optiml show 1"
+            in r.output), r.output
+    assert "## What happened: wrong_output" in prompt(chat_server, 2)
+    with TraceStore(db, create=False) as store:
+        run = store.run(1)
+        attempt = [p for p in store.proposals(run_id=1) if p["kind"] == "attempt"][0]
+    assert run["status"] == "failed" and run["result"]["status"] == "no_verified_kernel"
+    assert attempt["error"].startswith("the kernel has no // optiml:launch line")
+
+
+def test_then_optimize_searches_on_from_the_strategies_and_resumes(tmp_path, fake_gpu, chat_server):
+    chat_server.script("STRATEGY 1: block per chunk\nx\nSTRATEGY 2: bigger blocks\ny\n",
+                       answer("a", kernel(256)), answer("b", kernel(512)))
+    r, db = generate(chat_server, tmp_path, "--strategies", "2", "--then-optimize", "--budget", "5",
+                     "--proposer", "rules", "--sanitize", "off", "--parallel", "1")
+    assert r.exit_code == 0, r.output
+    with TraceStore(db, create=False) as store:
+        nodes = store.nodes(1)
+        final = store.run(1)["result"]
+    root = nodes[0]
+    assert len(chat_server.requests) == 3                       # the search's rules asked no model
+    assert [n.edit for n in nodes if n.parent_id == root.id] == ["strategy 1: block per chunk",
+                                                                   "strategy 2: bigger blocks"]
+    assert len(nodes) == 6 and all(n.depth >= 2 for n in nodes[3:])      # the search edited the strategies
+    assert final["slowest_strategy_node"] == nodes[2].id and final["best_node"] != nodes[1].id
+    assert final["speedup"] > 2.0                                  # BLOCK 512 -> a smaller one (fake timings)
+    r2 = CliRunner().invoke(main, ["generate", "--resume", "1", "--budget", "7", "--db", str(db), "--arch", "sm_90",
+                                   "--no-profile", "--llm-model", "scripted", "--llm-base-url", chat_server.url])
+    assert r2.exit_code == 0, r2.output
+    with TraceStore(db, create=False) as store:
+        assert len(store.nodes(1)) == 8 and len(chat_server.requests) == 3
+
+
+def test_bad_input_is_one_sentence(tmp_path, fake_gpu, chat_server):
+    spec = spec_file(tmp_path)
+    r = CliRunner().invoke(main, ["generate", str(spec), "--llm-model", "m", "--db", str(tmp_path / "t.db")])
+    assert r.exit_code == 1 and "Error: --describe is required" in r.output and not (tmp_path / "t.db").exists()
+    seeded = spec_file(tmp_path, SPEC.replace('[reference]\npython = "ref.py:scale"\n', ""))
+    r = CliRunner().invoke(main, ["generate", str(seeded), "--describe", "x", "--llm-model", "m", "--db",
+                                  str(tmp_path / "t.db")])
+    assert r.exit_code == 1 and "needs [reference] python = 'file.py:function'" in r.output
+    r = CliRunner().invoke(main, ["generate", str(spec), "--describe", "x", "--llm-model", "m", "--db",
+                                  str(tmp_path / "t.db"), "--llm-base-url", chat_server.url, "--strategies", "0"])
+    assert r.exit_code == 1 and "--strategies must be between 1 and 12, not 0." in r.output
