@@ -250,3 +250,19 @@ def test_bad_input_is_one_sentence(tmp_path, fake_gpu, chat_server):
     r = CliRunner().invoke(main, ["generate", str(spec), "--describe", "x", "--llm-model", "m", "--db",
                                   str(tmp_path / "t.db"), "--llm-base-url", chat_server.url, "--strategies", "0"])
     assert r.exit_code == 1 and "--strategies must be between 1 and 12, not 0." in r.output
+
+
+def test_the_search_never_asks_to_edit_the_description(tmp_path, fake_gpu, chat_server):
+    edit = "EDIT: smaller block {0}\nWHY: more blocks.\n<<<<<<< SEARCH\n#define BLOCK 256\n=======\n#define BLOCK {0}\n>>>>>>> REPLACE\n"
+    chat_server.script("STRATEGY 1: one per thread\nx\n", answer("a", kernel(256)), edit.format(128),
+                       edit.format(64), edit.format(32), edit.format(16))
+    r, db = generate(chat_server, tmp_path, "--strategies", "1", "--then-optimize", "--budget", "3",
+                     "--sanitize", "off", "--parallel", "1")
+    assert r.exit_code == 0, r.output
+    asked = [prompt(chat_server, i) for i in range(2, len(chat_server.requests))]
+    assert asked and all("## Current source\n```cuda\n#define BLOCK 256" in p for p in asked)
+    assert not any("optiml generate: the task's description" in p for p in asked)
+    with TraceStore(db, create=False) as store:
+        final = store.run(1)["result"]
+        assert [n.proposer for n in store.nodes(1)] == ["description", "generate", "llm", "llm"]
+    assert final["best_ms"] == 0.64 and final["seed_ms"] == 2.56        # fake timings

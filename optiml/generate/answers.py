@@ -65,7 +65,7 @@ def parse_kernel(answer: str) -> Kernel:
         return Kernel(error="the model returned an empty answer.")
     fields: dict[str, str] = {}
     for m in _FIELD.finditer(text.split("```", 1)[0]):
-        fields.setdefault(m.group(1).upper(), " ".join(m.group(2).split()))
+        fields.setdefault(m.group(1).upper(), " ".join(m.group(2).strip("*_ ").split()))
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     code = next((body for lang, body in blocks if lang in _CODE_LANGS and "__global__" in body), None)
     if code is None:
