@@ -30,7 +30,7 @@ for task in softmax_rows reduce_sum; do
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
     echo "== optiml show $task"
     python3 -m optiml show --db "$OUT/$task.db" > "$OUT/$task.show.txt" 2>&1
-    grep -E '^(run|seed|step|  (why|edit|metrics)|final|limit|sanitize|candidates)' "$OUT/$task.show.txt"
+    grep -E '^(run|description|strategies|  node|root|seed|step|  (why|edit|metrics)|final|limit|sanitize|candidates)' "$OUT/$task.show.txt"
 done
 date +%T
 exit $status

@@ -193,6 +193,10 @@ def test_strategies_kernels_a_repair_and_a_refusal_under_the_description(tmp_pat
     # the viewing commands work on the run
     shown = CliRunner().invoke(main, ["show", "1", "--db", str(db)])
     assert shown.exit_code == 0 and "strategy 2: grid-stride loop (repaired)" in shown.output, shown.output
+    assert ("strategies:\n  node 2: ok, 2.56 ms  strategy 1: one element per thread\n"
+            "  node 3: compile_error, -  strategy 2: grid-stride loop\n") in shown.output
+    assert "root: node 1, the description (not a kernel)" in shown.output
+    assert "timed interleaved with the slowest verified strategy (node 4)" in shown.output
     out = tmp_path / "again.cu"
     best = CliRunner().invoke(main, ["best", "1", "--db", str(db), "-o", str(out)])
     assert best.exit_code == 0 and out.read_text().endswith(best_text)

@@ -113,6 +113,9 @@ def format_path(store: TraceStore, run_id: int) -> str:
     pick = choose_best(store.verified(run_id))       # the search's own rule
     best = store.node(pick.key) if pick is not None else None
     root = store.root_node(run_id)
+    generated = root is not None and root.proposer == GENERATED
+    if generated:
+        lines += _strategies(store, root)
     if best is None:
         lines.append("no verified candidate yet" + ("" if root else " (no seed recorded)"))
         lines.append(format_counts(store.status_counts(run_id)))
@@ -120,7 +123,8 @@ def format_path(store: TraceStore, run_id: int) -> str:
     path = store.path_to(best.id)
     evals = {n.id: store.evaluation(n.id) or {} for n in path}
     seed_ms = evals[path[0].id].get("median_ms") if evals[path[0].id].get("status") == OK else None
-    lines.append(f"seed: node {path[0].id}, {_speed(None, seed_ms)}")
+    lines.append(f"root: node {path[0].id}, the description (not a kernel)" if generated else
+                 f"seed: node {path[0].id}, {_speed(None, seed_ms)}")
     if len(path) == 1:
         lines.append("the seed is still the best verified kernel")
     for step, (parent, node) in enumerate(zip(path, path[1:]), 1):
@@ -145,7 +149,9 @@ def format_path(store: TraceStore, run_id: int) -> str:
     if final.get("status") == "ok" and final.get("speedup"):
         edits = "; ".join(final.get("best_edits") or []) or "the seed itself"
         lines.append(f"final: {final['speedup']:.2f}x ({final['seed_ms']:.4g} ms → {final['best_ms']:.4g} ms) for "
-                     f"[{edits}], verified again on fresh inputs and timed interleaved with the seed in one process")
+                     f"[{edits}], verified again on fresh inputs and timed interleaved with "
+                     + (f"the slowest verified strategy (node {final.get('slowest_strategy_node')})" if generated
+                        else "the seed") + " in one process")
     elif final:
         lines.append(f"final re-timing failed: {final.get('status')}: {final.get('message')}")
     limits = [t for t in (sol_text(final), baseline_text(final)) if t]
@@ -155,6 +161,20 @@ def format_path(store: TraceStore, run_id: int) -> str:
         lines.append(format_sanitize(final.get("sanitize")))
     lines.append(format_counts(store.status_counts(run_id)))
     return "\n".join(lines) + "\n"
+
+
+GENERATED = "description"     # the proposer of an `optiml generate` run's root, which stands for the description
+
+
+def _strategies(store: TraceStore, root: Node) -> list[str]:
+    """An `optiml generate` run's root's children: each strategy's kernel with its status and time."""
+    out = [f"description: {' '.join((root.rationale or '').split())}", "strategies:"]
+    for n in store.nodes(root.run_id):
+        if n.parent_id == root.id:
+            e = store.evaluation(n.id) or {}
+            ms = f"{e['median_ms']:.4g} ms" if e.get("status") == OK and e.get("median_ms") else "-"
+            out.append(f"  node {n.id}: {e.get('status') or n.status}, {ms}  {n.edit}")
+    return out
 
 
 MAX_TABLE = 12
