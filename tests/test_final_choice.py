@@ -205,6 +205,17 @@ def test_a_tie_in_the_measurement_goes_to_the_fewest_edits(search):
     assert "3 candidates within the noise band timed together" in final["message"]
 
 
+def test_the_figure_names_the_nodes_as_the_store_does(search):
+    """The store numbers nodes from 1, the search from 0: the message and the compared rows use
+    the store's ids when given them (a real H100 run said "node 4 chosen" of the store's node 5)."""
+    ids = {n.id: n.id + 1 for n in search.nodes}
+    runner = MeasuringRunner({"seed": 10.0, "a": 1.0, "b": 0.95, "c": 0.99})
+    chosen, final = sanitized_final(runner, search, search.best(), ids=ids)
+    assert chosen is node(search, "b")
+    assert f"node {chosen.id + 1} ({chosen.depth} edits) chosen" in final["message"]
+    assert {r["node"] for r in final["compared"]} == {node(search, v).id + 1 for v in "abc"}
+
+
 def test_a_rival_that_fails_verification_is_left_out(search):
     runner = MeasuringRunner({"seed": 10.0, "a": 1.0, "b": 0.95, "c": 0.93}, wrong={"c"})
     chosen, final = sanitized_final(runner, search, search.best())

@@ -304,7 +304,7 @@ def _run_generate(opts: GenerateOptions, on_event, on_progress, on_search_end, o
         else:
             search.settle()
         baseline = next(n for n in search.nodes if store_ids.get(n.id) == baseline_id)
-        best, final = final_choice(runner, search, baseline, sanitize=sanitizer is not None)
+        best, final = final_choice(runner, search, baseline, sanitize=sanitizer is not None, ids=store_ids)
     if best is not None:
         from .optimize import speed_of_light_figure
 
@@ -313,8 +313,6 @@ def _run_generate(opts: GenerateOptions, on_event, on_progress, on_search_end, o
         if sol is not None:
             final["speed_of_light"] = sol
     final["slowest_strategy_node"] = baseline_id      # what seed_ms times: the slowest verified strategy
-    for row in final.get("compared") or ():
-        row["node"] = store_ids.get(row["node"], row["node"])
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
     if best is None:
@@ -377,13 +375,13 @@ class NoProposer:
         return []
 
 
-def final_choice(runner, search, baseline, sanitize: bool = False):
+def final_choice(runner, search, baseline, sanitize: bool = False, ids=None):
     """The final choice and figure: the best verified kernel by the search's rule, the search's root
     (the description) left out, and the others within its noise band, verified again and timed
     interleaved with ``baseline`` (the slowest verified strategy) by
     :func:`optiml.app.optimize.final_timing`; with ``sanitize``, a chosen kernel found unsafe is
     marked so and the choice made again. Returns (chosen, final); chosen is None when every verified
-    kernel is unsafe."""
+    kernel is unsafe. ``ids``: the search's node ids as the store's, for the figure's words."""
     from ..best import Ranked, choose_best, in_band
     from .optimize import FINAL_CONTENDERS, final_timing
 
@@ -397,7 +395,7 @@ def final_choice(runner, search, baseline, sanitize: bool = False):
                           "message": "every verified kernel is unsafe under compute-sanitizer"}
         best = pick.key
         rivals = [r.key for r in in_band(ranked) if r.key is not best][:FINAL_CONTENDERS - 1]
-        chosen, final = final_timing(runner, baseline, best, sanitize=sanitize, rivals=rivals)
+        chosen, final = final_timing(runner, baseline, best, sanitize=sanitize, rivals=rivals, ids=ids)
         if chosen is baseline and final.get("message", "").startswith("the seed is the best"):
             final["message"] = final["message"].replace("the seed is the best",
                                                         "the slowest verified strategy is also the best", 1)

@@ -272,7 +272,7 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
             raise UserError(f"{kernel}: the kernel itself does not verify ({root.status}: "
                             f"{root.result.message}); fix it first.")
         t0 = time.perf_counter()
-        best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None)
+        best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None, ids=store_ids)
         logger.info("final timing{} in {:.2f} s", " and sanitizing" if sanitizer is not None else "",
                     time.perf_counter() - t0)
     if best is not None:
@@ -280,8 +280,6 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
         sol = speed_of_light_figure(spec, best.source, final, gpu_facts()[0] or "")
         if sol is not None:
             final["speed_of_light"] = sol
-    for row in final.get("compared") or ():          # the search's node ids, as the store's
-        row["node"] = store_ids.get(row["node"], row["node"])
     store.set_run_result(run_id, final)
     store.set_run_status(run_id, "done")
     if best is None:
@@ -398,12 +396,12 @@ def contenders(search, best) -> list:
     return [best] + [n for n in band if n is not best][:FINAL_CONTENDERS - 1]
 
 
-def sanitized_final(runner, search, best, sanitize: bool = False):
+def sanitized_final(runner, search, best, sanitize: bool = False, ids=None):
     """The final choice and figure (:func:`final_timing` of the search's ``best`` and the other
     :func:`contenders`); with ``sanitize``, a chosen kernel that compute-sanitizer finds unsafe
     now is marked so in the search (and its store) and the choice is made again without it,
     until one passes. Returns (chosen, final); chosen is None when every verified candidate, the
-    seed too, is unsafe."""
+    seed too, is unsafe. ``ids``: the search's node ids as the store's (for the figure's words)."""
     root = search.root
     while True:
         if best is None:        # only the seed verified, and it is unsafe
@@ -411,7 +409,7 @@ def sanitized_final(runner, search, best, sanitize: bool = False):
             return None, {"status": str(Status.UNSAFE), "search_seed_ms": root.median_ms,
                           "message": f"the seed is unsafe ({seed}) and no faster candidate is safe",
                           "sanitize": dict(root.result.sanitize or {})}
-        chosen, final = final_timing(runner, root, best, sanitize=sanitize, rivals=contenders(search, best))
+        chosen, final = final_timing(runner, root, best, sanitize=sanitize, rivals=contenders(search, best), ids=ids)
         verdict = final.get("sanitize") or {}
         if verdict.get("status") != "unsafe":
             return chosen, final
@@ -421,7 +419,7 @@ def sanitized_final(runner, search, best, sanitize: bool = False):
         best = search.best()
 
 
-def final_timing(runner, root, best, sanitize: bool = False, rivals=()) -> tuple:
+def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None) -> tuple:
     """The final choice and figure. ``best`` (a search Node) and its ``rivals`` (other nodes
     within the fastest one's noise band: :func:`contenders`) are verified again on fresh inputs
     and timed interleaved with the seed (the root) by ``runner``, all in ONE job (``best``, or the
@@ -438,7 +436,8 @@ def final_timing(runner, root, best, sanitize: bool = False, rivals=()) -> tuple
     (``speedup_low``/``speedup_high``, :func:`optiml.verify.timing_stats.ratio_interval`; None
     without blocks), ``compared`` (each timed node's id, edits, median, spread and repetitions from
     this job, and its search median; a rival left out with its status), and ``clocks`` (the GPU's
-    SM clock over the job, where NVML answered)."""
+    SM clock over the job, where NVML answered). ``ids`` (search node id -> the store's) names the
+    nodes in ``compared`` and the message as the store does; without it, the search's ids."""
     from ..best import Ranked, choose_best
     from ..runner import Candidate
     from ..verify.timing_stats import ratio_interval
@@ -447,6 +446,9 @@ def final_timing(runner, root, best, sanitize: bool = False, rivals=()) -> tuple
         return Candidate(node.source, tuple(node.flags), name=name)
 
     checked: dict = {}
+
+    def label(node) -> int:
+        return ids.get(node.id, node.id) if ids else node.id
 
     def verdict(node):
         known = dict(node.result.sanitize) if node.result.sanitize else None
@@ -490,24 +492,24 @@ def final_timing(runner, root, best, sanitize: bool = False, rivals=()) -> tuple
     hr = ev.harness
     seed_t = hr.baseline_timing if hr is not None and hr.baseline_timing is not None else _untimed(ev.baseline_ms)
     measured = [(head, hr.timing if hr is not None and hr.timing is not None else _untimed(ev.median_ms))]
-    compared = [_compared(head, measured[0][1])]
+    compared = [_compared(head, measured[0][1], label(head))]
     results = list(hr.rivals) if hr is not None else []
     for n, res in zip(others, results + [None] * (len(others) - len(results))):
         if res is not None and res.status == Status.OK and res.timing is not None:
             measured.append((n, res.timing))
-            compared.append(_compared(n, res.timing))
+            compared.append(_compared(n, res.timing, label(n)))
         else:
-            compared.append({"node": n.id, "edits": n.depth, "search_ms": n.median_ms,
+            compared.append({"node": label(n), "edits": n.depth, "search_ms": n.median_ms,
                              "status": str(res.status) if res is not None else "not_timed",
                              "message": res.message if res is not None else "the job gave no result for it"})
     if any(n is root for n in group):
         measured.append((root, seed_t))
-        compared.append(_compared(root, seed_t))
+        compared.append(_compared(root, seed_t, label(root)))
     pick = choose_best(Ranked(i, t.median_ms, _spread(t), n.depth, n.id) for i, (n, t) in enumerate(measured))
     chosen, chosen_t = measured[pick.key]
     extra = {"compared": compared, "clocks": hr.clocks if hr is not None else None, "seed": ev.seed}
     if len(measured) > 1:
-        extra["message"] = (f"{len(measured)} candidates within the noise band timed together: node {chosen.id} "
+        extra["message"] = (f"{len(measured)} candidates within the noise band timed together: node {label(chosen)} "
                             f"({chosen.depth} edits) chosen")
     if chosen is root:
         return root, figure(root, status="ok", message="the seed is the best", seed_ms=seed_t.median_ms,
@@ -533,8 +535,8 @@ def _spread(t) -> float | None:
     return t.spread if t.spread == t.spread else None        # NaN: an _untimed one
 
 
-def _compared(node, t) -> dict:
-    """What the final comparison says of one timed node (its search id, turned into the store's)."""
+def _compared(node, t, label: int) -> dict:
+    """What the final comparison says of one timed node (``label``: its id as the store has it)."""
     spread = _spread(t)
-    return {"node": node.id, "edits": node.depth, "median_ms": t.median_ms,
+    return {"node": label, "edits": node.depth, "median_ms": t.median_ms,
             "spread": round(spread, 6) if spread is not None else None, "reps": t.reps, "search_ms": node.median_ms}
