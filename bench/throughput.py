@@ -93,7 +93,7 @@ def gpu_arch(script: str, arch: str | None,
 
 
 def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int], parallel: int,
-                sequential: bool, arch: str | None = None) -> dict:
+                sequential: bool, arch: str | None = None, spec_name: str | None = None) -> dict:
     from optiml.build import NvccBuilder, detect_arch
     from optiml.edits.rules import RulesProposer
     from optiml.profiler.ncu import NcuProfiler
@@ -108,7 +108,8 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
 
     kernel = ROOT / "examples" / name / f"{name}.cu"
     source = kernel.read_text()
-    spec = load_spec(find_spec(kernel), kernel, kernel_source=source)
+    spec_path = kernel.with_name(spec_name) if spec_name else find_spec(kernel)
+    spec = load_spec(spec_path, kernel, kernel_source=source)
     with tempfile.TemporaryDirectory(prefix="optiml-bench-") as tmp:
         builder = NvccBuilder(arch or detect_arch(), cache_dir=Path(tmp) / "cache")
         profiler = NcuProfiler() if profile else None
@@ -180,10 +181,11 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
     busy = union(t_build.intervals + ncu_iv + gpu_iv)
     stages = {"propose": t_prop.total, "build": t_build.total, "gpu worker": sum(b - a for a, b in gpu_iv),
               " verify": phases.get("verify", 0.0), "  python ref": phases.get("python_reference", 0.0),
+              "  gpu ref": phases.get("gpu_reference", 0.0),
               " time": phases.get("time", 0.0) + phases.get("check_timed", 0.0),
             " waiting for the GPU (lent)": phases.get("waiting_for_gpu", 0.0),
               "profile": t_prof.total if t_prof else 0.0, "store": sum(t.total for t in t_store)}
-    return {"example": name, "budget": budget, "seed": seed, "profile": profile, "gpus": gpus,
+    return {"example": name, "spec": spec_path.name, "budget": budget, "seed": seed, "profile": profile, "gpus": gpus,
             "setup_gpu_ops_build_s": ops_build_s,
             "parallel": 1 if sequential else parallel, "sequential": sequential,
             "evaluated": evaluated, "statuses": statuses, "profiled": profiled[0],
@@ -201,7 +203,7 @@ def run_example(name: str, budget: int, seed: int, profile: bool, gpus: list[int
 
 def table(r: dict) -> str:
     mode = "one at a time" if r["sequential"] else f"{r['parallel']} in flight on GPU(s) {r['gpus']}"
-    lines = [f"{r['example']}: {r['evaluated']} candidates fully evaluated in {r['total_s']:.1f} s = "
+    lines = [f"{r['example']} ({r['spec']}): {r['evaluated']} candidates fully evaluated in {r['total_s']:.1f} s = "
              f"{r['per_minute']:.1f} per minute (budget {r['budget']}, seed {r['seed']}, "
              f"{'with' if r['profile'] else 'without'} ncu, {mode}); best {r['best_speedup'] or 0:.2f}x",
              f"  statuses {r['statuses']}; {r['profiled']} profiled (ncu's duration / timed median, median over "
@@ -223,6 +225,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--example", action="append", choices=sorted(p.name for p in (ROOT / "examples").iterdir()
                                                                  if p.is_dir()))
+    ap.add_argument("--spec", help="another spec beside the example's kernel, e.g. reduce_sum_torch.toml "
+                                   "(its reference on the GPU)")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--gpus", default="0", help="GPU ordinals, e.g. 0,1")
     ap.add_argument("--arch", help="GPU architecture to build for, e.g. sm_90 (default: the GPU's)")
@@ -238,7 +242,7 @@ def main(argv=None) -> int:
     logger.enable("optiml")
     for name in args.example or EXAMPLES:
         r = run_example(name, args.budget, args.seed, not args.no_profile, gpus, args.parallel or 16 * len(gpus),
-                        args.sequential, arch)
+                        args.sequential, arch, args.spec)
         print(table(r), flush=True)
         print("JSON " + json.dumps(r), flush=True)
     return 0

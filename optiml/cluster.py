@@ -327,7 +327,7 @@ def _job_files(job: HarnessJob) -> list[str]:
     """The paths a job reads: its cubins and a Python reference."""
     paths = [b.cubin_path for b in (job.candidate, job.reference, job.baseline) if b is not None]
     ref = job.spec.reference
-    if ref.kind == "python" and ref.path is not None:
+    if ref.is_python and ref.path is not None:
         paths.append(str(ref.path))
     return list(dict.fromkeys(paths))
 
@@ -338,7 +338,7 @@ def _relocate(job: HarnessJob, moved: dict[str, str]) -> HarnessJob:
         return None if b is None else dataclasses.replace(b, cubin_path=moved[b.cubin_path])
 
     spec = job.spec
-    if spec.reference.kind == "python" and spec.reference.path is not None:
+    if spec.reference.is_python and spec.reference.path is not None:
         ref = dataclasses.replace(spec.reference, path=Path(moved[str(spec.reference.path)]))
         spec = dataclasses.replace(spec, reference=ref)
     return dataclasses.replace(job, spec=spec, candidate=binary(job.candidate), reference=binary(job.reference),

@@ -19,8 +19,10 @@ def test_baseline_resolved_beside_spec(tmp_path):
 
 
 @pytest.mark.parametrize("table, said", [
-    ('[baseline]\nname = "torch"\n', "scale.toml: baseline.python is missing ([baseline] needs python = "
+    ('[baseline]\nname = "torch"\n', "scale.toml: baseline.torch is missing ([baseline] needs torch = "
                                      "'file.py:function'"),
+    ('[baseline]\ntorch = "vendor.py:scale"\ncupy = "vendor.py:scale"\n',
+     "baseline.cupy and torch both name a baseline; keep one."),
     ('[baseline]\npython = "vendor.py"\n', "scale.toml: baseline.python must be 'file.py:function', not "),
     ('[baseline]\npython = "nothere.py:scale"\n', "scale.toml: baseline.python names 'nothere.py', which does not "
                                                   "exist beside the spec."),

@@ -48,6 +48,7 @@ def test_softmax_task_becomes_a_spec(tmp_path):
     assert len(verify) >= 2 and all(v["dim"] < 8192 for v in verify)
     assert any(n % 2 for v in verify for n in v.values())       # at least one odd size
     assert spec.reference.function == "reference" and spec.reference.path.name == "kb_softmax_ref.py"
+    assert spec.reference.kind == "torch"                  # the Model's forward on the GPU's tensors
     assert spec.launch.grid == ("batch_size",)
 
 
@@ -76,7 +77,8 @@ def test_reference_matches_the_tasks_forward(tmp_path, name):
             kwargs[a.name] = rng.standard_normal(shape).astype(np.float32) + (1.0 if a.name == "weight" else 0.0)
         elif a.role == "scalar":
             kwargs[a.name] = sizes.get(a.name, a.value)
-    out = ref(**kwargs)
+    out = ref(**{k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()})
+    out = (out,) if isinstance(out, torch.Tensor) else out      # tensors in (on the CPU here), tensors out
     for k, v in sizes.items():
         setattr(task, k, v)
     model = task.Model(*task.get_init_inputs())
@@ -85,7 +87,7 @@ def test_reference_matches_the_tasks_forward(tmp_path, name):
             model.weight.copy_(torch.from_numpy(kwargs["weight"]))
         expected = model(torch.from_numpy(kwargs["x"])).numpy()
     assert len(out) == 1 and out[0].shape == expected.shape == (sizes["batch_size"], expected.shape[1])
-    np.testing.assert_allclose(out[0], expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out[0].numpy(), expected, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))

@@ -1,11 +1,11 @@
 """The reference for optiml: the forward of Model in rmsnorm_task.py (a KernelBench-format task),
-written by `optiml init --kernelbench`. Called with the spec's input arrays (NumPy) by keyword; it
-sets the task's sizes from their shapes, builds the Model from get_init_inputs() (seeded), loads its
-parameters from the arrays, and returns forward's outputs as NumPy arrays."""
+written by `optiml init --kernelbench`. The spec names it as `torch = ...`: optiml calls it with the
+case's arrays as torch tensors on the GPU (aliasing its own buffers: no copy to the host) by
+keyword; it sets the task's sizes from their shapes, builds the Model from get_init_inputs()
+(seeded), loads its parameters from the tensors, and returns forward's outputs as tensors."""
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import torch
 
 TASK = Path(__file__).parent / 'rmsnorm_task.py'
@@ -26,17 +26,17 @@ def _module():
     return _task
 
 
-def reference(**arrays):
+def reference(**tensors):
     task = _module()
     for name, dims in DIMS.items():
-        if name in arrays:
-            for size, n in zip(dims, np.shape(arrays[name])):
+        if name in tensors:
+            for size, n in zip(dims, tensors[name].shape):
                 if size.isidentifier():
                     setattr(task, size, int(n))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = next(iter(tensors.values())).device
 
     def tensor(name):
-        return torch.from_numpy(np.ascontiguousarray(arrays[name])).to(device, getattr(torch, DTYPES[name]))
+        return tensors[name].to(device, getattr(torch, DTYPES[name]))
 
     torch.manual_seed(0)
     model = task.Model(*task.get_init_inputs()).to(device)
@@ -45,6 +45,4 @@ def reference(**arrays):
         for name, key in PARAMS.items():
             state[key].copy_(tensor(name).reshape(state[key].shape))
         out = model(*[tensor(name) for name in INPUTS])
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return tuple(o.detach().cpu().float().numpy() if o.dtype == torch.bfloat16 else o.detach().cpu().numpy()
-                 for o in outs)
+    return tuple(out) if isinstance(out, (tuple, list)) else out

@@ -141,7 +141,7 @@ def load_generate_spec(path: Path):
     else:         # every generated kernel must carry its launch line; this one is never used
         spec = parse_spec(dict(data, launch={"grid": [1], "block": [1]}), path)
         warn_todos(path, text)
-    if spec.reference.kind != "python":
+    if not spec.reference.is_python:
         raise UserError(f"{path}: optiml generate needs [reference] python = 'file.py:function': there is no "
                         f"kernel to compare the generated ones with.")
     if spec.tune:

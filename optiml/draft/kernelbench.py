@@ -234,7 +234,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     w("")
     ref_file = (kernel_path.stem + "_ref.py")
     w("[reference]")
-    w(f"python = {_q(ref_file + ':' + _REF_NAME)}  # the Model's forward (written beside this spec)")
+    w(f"torch = {_q(ref_file + ':' + _REF_NAME)}  # the Model's forward on the GPU's tensors (written beside this spec)")
     w("")
     w("[tolerance]  # TODO: loosen for long reductions (a matmul's K) or half precision")
     w("float32 = { atol = 1e-4, rtol = 1e-4 }")
@@ -248,13 +248,13 @@ def _reference_text(task_path: Path, spec_path: Path, args: dict) -> str:
     rel = os.path.relpath(task_path.resolve(), spec_path.resolve().parent)
     consts = "\n".join(f"{k} = {v!r}" for k, v in args.items())
     return f'''"""The reference for optiml: the forward of Model in {task_path.name} (a KernelBench-format task),
-written by `optiml init --kernelbench`. Called with the spec's input arrays (NumPy) by keyword; it
-sets the task's sizes from their shapes, builds the Model from get_init_inputs() (seeded), loads its
-parameters from the arrays, and returns forward's outputs as NumPy arrays."""
+written by `optiml init --kernelbench`. The spec names it as `torch = ...`: optiml calls it with the
+case's arrays as torch tensors on the GPU (aliasing its own buffers: no copy to the host) by
+keyword; it sets the task's sizes from their shapes, builds the Model from get_init_inputs()
+(seeded), loads its parameters from the tensors, and returns forward's outputs as tensors."""
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import torch
 
 TASK = Path(__file__).parent / {rel!r}
@@ -271,17 +271,17 @@ def _module():
     return _task
 
 
-def {_REF_NAME}(**arrays):
+def {_REF_NAME}(**tensors):
     task = _module()
     for name, dims in DIMS.items():
-        if name in arrays:
-            for size, n in zip(dims, np.shape(arrays[name])):
+        if name in tensors:
+            for size, n in zip(dims, tensors[name].shape):
                 if size.isidentifier():
                     setattr(task, size, int(n))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = next(iter(tensors.values())).device
 
     def tensor(name):
-        return torch.from_numpy(np.ascontiguousarray(arrays[name])).to(device, getattr(torch, DTYPES[name]))
+        return tensors[name].to(device, getattr(torch, DTYPES[name]))
 
     torch.manual_seed(0)
     model = task.Model(*task.get_init_inputs()).to(device)
@@ -290,7 +290,5 @@ def {_REF_NAME}(**arrays):
         for name, key in PARAMS.items():
             state[key].copy_(tensor(name).reshape(state[key].shape))
         out = model(*[tensor(name) for name in INPUTS])
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return tuple(o.detach().cpu().float().numpy() if o.dtype == torch.bfloat16 else o.detach().cpu().numpy()
-                 for o in outs)
+    return tuple(out) if isinstance(out, (tuple, list)) else out
 '''

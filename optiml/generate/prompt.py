@@ -81,7 +81,7 @@ def _sizes(d) -> str:
 
 def _reference(spec: TaskSpec) -> list[str]:
     ref = spec.reference
-    if ref.kind != "python" or ref.path is None:
+    if not ref.is_python or ref.path is None:
         return []
     try:
         text = ref.path.read_text()

@@ -14,7 +14,7 @@ from ..errors import ExprError, SpecError, UserError
 from ..expr import show
 from .checks import check_against_source, check_expressions
 from .space import check_space, parse_tune
-from .model import (DISTS, MAX_SIZE, MIN_TRIALS, ROLES, ArgSpec, Baseline, Init, LaunchSpec, Reference, TaskSpec, TimingConfig,
+from .model import (DISTS, MAX_SIZE, MIN_TRIALS, PYTHON_KINDS, ROLES, ArgSpec, Baseline, Init, LaunchSpec, Reference, TaskSpec, TimingConfig,
                     Tolerance, VerifyConfig, _fmt, _name)
 
 
@@ -175,15 +175,19 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
                         shared_mem=lr.get("shared_mem", (int, str), default=0))
 
     rr = r.table("reference")
-    rr.check_keys({"kind", "python"})
+    rr.check_keys({"kind", *PYTHON_KINDS})
     reference = Reference()
-    if "python" in rr.data:
-        reference = Reference("python", *_python_target(rr, "python", spec_path))
+    given = [k for k in PYTHON_KINDS if k in rr.data]
+    if len(given) > 1:
+        raise rr.err(given[1], f"and {given[0]} both name a reference; keep one ({given[0]} = 'file.py:function' or "
+                               f"{given[1]} = ...).")
+    if given:
+        reference = Reference(given[0], *_python_target(rr, given[0], spec_path))
     kind = rr.get("kind", str, default=reference.kind)
-    if kind not in ("seed", "python"):
-        raise rr.err("kind", f"must be 'seed' or 'python', not {show(kind)}.")
-    if kind == "python" and reference.kind != "python":
-        raise rr.err("python", "is missing (kind = 'python' needs python = 'file.py:function').")
+    if kind not in ("seed", *PYTHON_KINDS):
+        raise rr.err("kind", f"must be 'seed', 'python', 'torch' or 'cupy', not {show(kind)}.")
+    if kind != "seed" and reference.kind != kind:
+        raise rr.err(kind, f"is missing (kind = '{kind}' needs {kind} = 'file.py:function').")
     if kind == "seed":
         reference = Reference()
 
@@ -270,17 +274,22 @@ def _python_target(r: _Reader, key: str, spec_path: Path) -> tuple[Path, str]:
 
 
 def _baseline(br: _Reader, spec_path: Path) -> Baseline:
-    """``[baseline]``: python = "file.py:function" (required) and an optional name."""
-    br.check_keys({"python", "name"})
-    if "python" not in br.data:
-        raise br.err("python", "is missing ([baseline] needs python = 'file.py:function', a function computing the "
-                               "outputs from the inputs, e.g. with torch.matmul).")
-    path, fn = _python_target(br, "python", spec_path)
+    """``[baseline]``: torch = "file.py:function" (or cupy = ...; python = ... is torch's other name), and
+    an optional name."""
+    br.check_keys({"python", "torch", "cupy", "name"})
+    given = [k for k in ("torch", "cupy", "python") if k in br.data]
+    if not given:
+        raise br.err("torch", "is missing ([baseline] needs torch = 'file.py:function', a function computing the "
+                              "outputs from the inputs as GPU tensors, e.g. with torch.matmul; or cupy = ...).")
+    if len(given) > 1:
+        raise br.err(given[1], f"and {given[0]} both name a baseline; keep one.")
+    key = given[0]
+    path, fn = _python_target(br, key, spec_path)
     if not fn.isidentifier():
-        raise br.err("python", f"must end in a Python function name after the colon, not {show(fn)}.")
+        raise br.err(key, f"must end in a Python function name after the colon, not {show(fn)}.")
     if path.suffix != ".py":
-        raise br.err("python", f"names {show(path.name)}, which is not a .py file.")
-    return Baseline(path, fn, br.get("name", str, default=""))
+        raise br.err(key, f"names {show(path.name)}, which is not a .py file.")
+    return Baseline(path, fn, br.get("name", str, default=""), framework="cupy" if key == "cupy" else "torch")
 
 
 def _sizes(r: _Reader, key: str, table) -> dict[str, int]:

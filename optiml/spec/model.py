@@ -77,9 +77,23 @@ class LaunchSpec:
 
 @dataclass(frozen=True)
 class Reference:
-    kind: str = "seed"                 # "seed" or "python"
+    kind: str = "seed"                 # "seed", "python" (NumPy arrays on the host), "torch" or "cupy" (GPU)
     path: Path | None = None           # python file
     function: str | None = None
+
+    @property
+    def is_python(self) -> bool:
+        """A function in a Python file (on the host or the GPU), not the seed kernel."""
+        return self.kind in PYTHON_KINDS
+
+    @property
+    def on_gpu(self) -> bool:
+        """Called with the case's GPU buffers as torch tensors or CuPy arrays (no host copy)."""
+        return self.kind in GPU_KINDS
+
+
+GPU_KINDS = ("torch", "cupy")
+PYTHON_KINDS = ("python",) + GPU_KINDS
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,7 @@ class Baseline:
     path: Path
     function: str
     name: str = ""
+    framework: str = "torch"           # what its arguments are: "torch" tensors or "cupy" arrays on the GPU
 
     @property
     def label(self) -> str:
@@ -162,7 +177,8 @@ class TaskSpec:
         tols = {a.dtype: self.tolerance(a.dtype) for a in self.args if a.role in ("output", "inout")}
         lines.append("tolerance: " + ", ".join(f"{d} atol {t.atol:g} rtol {t.rtol:g}" for d, t in tols.items()))
         lines.append("reference: " + ("the original kernel's outputs" if self.reference.kind == "seed"
-                                       else "a Python reference implementation"))
+                                       else "a Python reference implementation" if self.reference.kind == "python"
+                                       else f"a Python reference on {self.reference.kind} GPU arrays"))
         return "\n".join(lines)
 
     def source_info(self, source: str) -> SourceInfo:

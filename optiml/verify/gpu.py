@@ -75,8 +75,12 @@ class Gpu:
 
         self.drv = drv
         drv.init()
+        self.index = device
         self.dev = drv.Device(device)
-        self.ctx = self.dev.make_context()
+        # the device's primary context, the one the CUDA runtime (torch, CuPy) uses: a GPU reference's
+        # tensors and the harness's buffers are then in one context
+        self.ctx = self.dev.retain_primary_context()
+        self.ctx.push()
         self.name = self.dev.name()
         self.pci = self.dev.pci_bus_id()
         self.l2_bytes = self.dev.get_attribute(drv.device_attribute.L2_CACHE_SIZE)
@@ -84,6 +88,7 @@ class Gpu:
         self.ops = None                           # gpu_ops.GpuOps once a job brings its cubin
         self._modules: dict[str, object] = {}     # cubin path -> module, for the life of a job
         self.keep: set[str] = set()               # cubins kept across jobs (the seed reference)
+        self.device_functions: dict = {}          # (kind, file, function) -> frameworks.DeviceFunction, for the worker's life
 
     def load(self, kb: KernelBinary, spec: TaskSpec):
         mod = self._modules.get(kb.cubin_path)
@@ -112,6 +117,7 @@ class Gpu:
     def close(self):
         try:
             self.ctx.pop()
+            self.ctx.detach()
         except Exception:
             pass
 

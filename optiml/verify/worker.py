@@ -89,17 +89,41 @@ def _python_outputs(fn, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]
 
 
 def _reference_fn(gpu: Gpu, job: HarnessJob):
-    """The seed reference kernel, or the user's Python reference function."""
+    """The seed reference kernel, the user's Python reference function, or (torch, cupy) the
+    user's function on GPU arrays (:class:`.frameworks.DeviceFunction`), loaded once per child."""
     if job.reference is not None:
         gpu.keep.add(job.reference.cubin_path)
         return gpu.load(job.reference, job.spec)[1]
+    ref = job.spec.reference
+    if ref.on_gpu:
+        from .frameworks import DeviceFunction
+
+        key = (ref.kind, str(ref.path), ref.function)
+        if key not in gpu.device_functions:
+            gpu.device_functions[key] = DeviceFunction(ref.kind, ref.path, ref.function, gpu)
+        return gpu.device_functions[key]
     return _python_reference(job.spec)
+
+
+def _is_device_function(ref) -> bool:
+    from .frameworks import DeviceFunction
+
+    return isinstance(ref, DeviceFunction)
 
 
 def _reference_outputs(gpu: Gpu, job: HarnessJob, ref, size_index: int, data: CaseData,
                        stage: Stage) -> dict[str, np.ndarray]:
     if job.reference is not None:
         return _run_once(gpu, ref, job.reference.launches[size_index], job.spec, data)
+    if _is_device_function(ref):            # the host path (no gpu_ops): its inputs go up, its outputs down
+        dc = DeviceCase(gpu, job.spec, data)
+        try:
+            with stage.phase("gpu_reference"):
+                ref(job.spec, dc)
+            outs = dc.download()
+            return {a.name: outs[a.name] for a in job.spec.args if a.role in ("output", "inout")}
+        finally:
+            dc.free()
     with stage.off_gpu(), stage.phase("python_reference"):
         return _python_outputs(ref, job.spec, data)
 
@@ -127,6 +151,9 @@ def _reference_into(gpu: Gpu, job: HarnessJob, ref, size_index: int, case, stage
             gpu.stream.synchronize()
         except gpu.drv.Error as e:
             raise KernelFault(str(e)) from None
+    elif _is_device_function(ref):          # on the case's own buffers: nothing leaves the device
+        with stage.phase("gpu_reference"):
+            ref(job.spec, case)
     else:
         data = case.host_data()
         with stage.off_gpu(), stage.phase("python_reference"):
@@ -141,6 +168,12 @@ def _reference_failure(result: HarnessResult, sizes: dict, e: Exception) -> None
         result.message = f"the reference kernel failed at sizes {sizes}: {e}"
     else:
         result.message = f"the Python reference failed at sizes {sizes}: {type(e).__name__}: {e}"
+
+
+def _missing(e: Exception) -> bool:
+    from .frameworks import FrameworkMissing
+
+    return isinstance(e, FrameworkMissing)
 
 
 def _launch_failure(result: HarnessResult, sizes: dict, msg: str) -> None:
@@ -311,7 +344,14 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
     try:
         try:
             with stage.phase("verify"):
-                ref = _reference_fn(gpu, job)
+                try:
+                    ref = _reference_fn(gpu, job)
+                except gpu.drv.Error:
+                    raise
+                except Exception as e:        # torch or CuPy missing, the user's file does not load
+                    result.status = Status.REFERENCE_ERROR
+                    result.message = f"could not load the reference: {e}" if not _missing(e) else f"{e}."
+                    return result
                 ok = verify(gpu, job, stage, result, ref, keep)
         except gpu.drv.Error as e:  # loading the module or function
             result.status, result.message = Status.LAUNCH_ERROR, f"could not load the kernel: {e}"
