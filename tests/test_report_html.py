@@ -85,6 +85,21 @@ def test_report_of_the_recorded_h100_run(tmp_path):
     assert "diff" not in details["nodes"]["1"] and details["nodes"]["1"]["metrics"]     # the seed: its source, all metrics
 
 
+def test_report_of_a_recorded_generate_run_is_over_the_slowest_strategy(tmp_path):
+    """An H100 run of optiml generate (scripted server, bench/issue22_gpu.sh): its root is the
+    description, not a kernel, so speedups are over the slowest verified strategy (node 2), as
+    its final figure is timed."""
+    db = tmp_path / "g.db"
+    shutil.copy(DATA / "traces" / "h100_generate_softmax_rows.db", db)
+    html = write(db, 1, tmp_path / "g.html")
+    assert "9.97x" in html and "timed interleaved with the slowest verified strategy" in html
+    view, details = page_parts(html)
+    assert view["base"] == "the slowest verified strategy"
+    nodes = {n["id"]: n for n in view["nodes"]}
+    assert nodes[2]["speedup"] == pytest.approx(1.0) and nodes[7]["speedup"] > 9
+    assert view["chart"]["layer"][0]["encoding"]["y"]["title"] == "speedup over the slowest verified strategy"
+
+
 def test_report_of_each_recorded_h200_run(tmp_path):
     db = h200_copy(tmp_path)
     with TraceStore(db, read_only=True) as store:

@@ -97,7 +97,12 @@ def report_data(store: TraceStore, run_id: int, best_id: int | None = None) -> d
     evals = {n.id: store.evaluation(n.id) for n in nodes}
     by_id = {n.id: n for n in nodes}
     root = next((n for n in nodes if n.parent_id is None), None)
-    seed_ms = _ok_ms(evals.get(root.id)) if root else None
+    # speedups are over the seed; an optiml generate run has no seed kernel (its root is the
+    # description): there they are over the slowest verified strategy, which its final figure times
+    base_id = (run.get("result") or {}).get("slowest_strategy_node")
+    base = by_id.get(base_id) or root
+    seed_ms = _ok_ms(evals.get(base.id)) if base else None
+    base_label = "the seed" if base is root else "the slowest verified strategy"
     if best_id is None:
         pick = choose_best(store.verified(run_id))
         best_id = pick.key if pick is not None else None
@@ -149,6 +154,7 @@ def report_data(store: TraceStore, run_id: int, best_id: int | None = None) -> d
                                  attempts.get(n.id, []), status_of(n))
 
     summary = _summary(store, run, nodes, evals, root, seed_ms, best_id, path, proposals, exchanges)
+    summary["base"] = base_label
     return {"summary": summary, "nodes": light, "points": points,
             "failures": _failures(nodes, evals, status_of, proposals, attempts),
             "details": {"nodes": details, "sources": sources, "exchanges": used_exchanges}}

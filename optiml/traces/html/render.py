@@ -56,9 +56,9 @@ def render_report(data: dict) -> str:
     env.filters["duration"] = _duration
     nodes = data["nodes"]
     statuses = [n["status"] for n in nodes]
-    view = {"nodes": nodes, "statuses": dict(zip(*status_scale(statuses))),
-            "chart": chart_spec(data["points"]),
-            "tree": tree_spec(statuses, [n["speedup"] for n in nodes if n["speedup"]])}
+    view = {"nodes": nodes, "statuses": dict(zip(*status_scale(statuses))), "base": data["summary"]["base"],
+            "chart": chart_spec(data["points"], data["summary"]["base"]),
+            "tree": tree_spec(statuses, [n["speedup"] for n in nodes if n["speedup"]], data["summary"]["base"])}
     page = env.get_template("report.html.j2").render(
         s=data["summary"], failures=data["failures"], version=__version__,
         colours=view["statuses"], n_nodes=len(nodes),

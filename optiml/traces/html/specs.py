@@ -32,7 +32,7 @@ def status_scale(statuses) -> tuple[list[str], list[str]]:
     return present, [colours.get(s, UNKNOWN_COLOUR) for s in present]
 
 
-def chart_spec(points: list[dict]) -> dict:
+def chart_spec(points: list[dict], base: str = "the seed") -> dict:
     """Each evaluated candidate as a point at (evaluation order, speedup over the seed), coloured
     by status (a failure sits at 0), and the best-so-far speedup as a step line."""
     domain, colours = status_scale(p["status"] for p in points)
@@ -46,7 +46,7 @@ def chart_spec(points: list[dict]) -> dict:
         "layer": [
             {"mark": {"type": "line", "interpolate": "step-after", "color": PATH_COLOUR, "strokeWidth": 1.5},
              "transform": [{"filter": "datum.best != null"}],
-             "encoding": {"x": x, "y": {"field": "best", "type": "quantitative", "title": "speedup over the seed"}}},
+             "encoding": {"x": x, "y": {"field": "best", "type": "quantitative", "title": f"speedup over {base}"}}},
             {"mark": {"type": "point", "filled": True, "size": 36, "opacity": 0.85, "cursor": "pointer", "aria": True},
              "encoding": {
                  "x": x, "y": {"field": "y", "type": "quantitative"},
@@ -65,7 +65,7 @@ def chart_spec(points: list[dict]) -> dict:
     }
 
 
-def tree_spec(statuses, speedups: list[float]) -> dict:
+def tree_spec(statuses, speedups: list[float], base: str = "the seed") -> dict:
     """The search tree laid out left to right (the seed at the left), without its data: the page
     gives data set ``tree`` its visible nodes (``key``, ``parentKey``, ``label``, the light node
     fields; ``more`` on a collapsed group) and sets ``width``/``height``. An ok candidate is a
@@ -93,7 +93,7 @@ def tree_spec(statuses, speedups: list[float]) -> dict:
             {"name": "status", "type": "ordinal", "domain": domain, "range": colours},
         ],
         "legends": [
-            {"fill": "speed", "type": "gradient", "title": "speedup over the seed", "orient": "top",
+            {"fill": "speed", "type": "gradient", "title": f"speedup over {base}", "orient": "top",
              "direction": "horizontal", "gradientLength": 160},
             *([{"stroke": "status", "symbolType": "cross", "title": "failed", "orient": "top", "direction": "horizontal",
                 "values": failed, "columns": 4}] if failed else []),

@@ -50,7 +50,7 @@
     while (stack.length) {
       var n = stack.pop();
       rows.push(Object.assign({key: String(n.id), parentKey: n.parent == null ? null : String(n.parent),
-                               label: n.parent == null ? "seed" : clip(n.edit || "")}, n));
+                               label: n.parent == null ? (view.base === "the seed" ? "seed" : "root") : clip(n.edit || "")}, n));
       deepest = Math.max(deepest, n.depth);
       var ch = kids.get(n.id) || [];
       if (ch.length > LIMIT && !allOpen && !expanded.has(n.id)) {
@@ -156,14 +156,14 @@
     var meta = el("p", {"class": "muted"});
     meta.appendChild(document.createTextNode("depth " + n.depth + ", "));
     if (n.parent != null) { meta.appendChild(document.createTextNode("parent ")); meta.appendChild(nodeLink(n.parent)); }
-    else meta.appendChild(document.createTextNode("the seed"));
+    else meta.appendChild(document.createTextNode(view.base === "the seed" ? "the seed" : "the root"));
     meta.appendChild(document.createTextNode(", proposer " + (n.proposer || "-") +
       (n.wall_s != null ? ", evaluated in " + fmt(n.wall_s, 3) + " s" : "")));
     box.appendChild(meta);
     if (n.ms != null) {
       var t = "time " + fmt(n.ms) + " ms" + (n.spread != null ? " (spread " + (100 * n.spread).toFixed(1) + " %)" : "");
       if (n.vs_parent != null) t += "; " + n.vs_parent.toFixed(2) + "x vs parent";
-      if (n.vs_seed != null) t += "; " + n.vs_seed.toFixed(2) + "x vs seed";
+      if (n.vs_seed != null) t += "; " + n.vs_seed.toFixed(2) + "x vs " + (view.base === "the seed" ? "seed" : view.base);
       box.appendChild(el("p", {"class": "time"}, t));
     }
     if (n.edit) section(box, "edit", el("code", null, n.edit));
