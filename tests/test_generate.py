@@ -241,6 +241,9 @@ def test_then_optimize_searches_on_from_the_strategies_and_resumes(tmp_path, fak
     assert r2.exit_code == 0, r2.output
     with TraceStore(db, create=False) as store:
         assert len(store.nodes(1)) == 8 and len(chat_server.requests) == 3
+    r3 = CliRunner().invoke(main, ["optimize", "--resume", "1", "--db", str(db), "--arch", "sm_90", "--no-profile"])
+    assert r3.exit_code != 0 and "is an optiml generate run" in r3.output and "optiml generate --resume 1" in r3.output
+    assert "Traceback" not in r3.output
 
 
 def test_bad_input_is_one_sentence(tmp_path, fake_gpu, chat_server):

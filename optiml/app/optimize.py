@@ -202,6 +202,9 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     else:
         run = store.run(opts.resume)
         config = dict(run["config"] or {})
+        if config.get("generate"):
+            raise UserError(f"run {opts.resume} is an optiml generate run (its root is a description, not a kernel); "
+                            f"resume it with: optiml generate --resume {opts.resume} --db {opts.db}")
         if opts.seed_kernels:
             raise UserError("--seed-kernel joins a new run; a resumed run keeps its own seed kernels.")
         kernel = kernel or Path(config.get("kernel") or "")
