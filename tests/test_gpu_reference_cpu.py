@@ -105,6 +105,19 @@ def test_returned_values_are_copied_into_the_outputs(tmp_path):
     assert torch.equal(y, x)
 
 
+def test_a_function_that_names_an_output_writes_it_in_place(tmp_path):
+    spec = Outs(SPEC, tmp_path).spec
+
+    def scale(x, y, n, alpha):
+        torch.mul(x, alpha, out=y)
+    f = cpu_function(scale)
+    x, y = torch.arange(4, dtype=torch.float32), torch.zeros(4)
+    f.write(spec, f.fn(x=x, y=y, n=4, alpha=2.0), {"y": y})
+    assert torch.equal(y, 2 * x) and "y" in f.params
+    with pytest.raises(ValueError, match="the function returned nothing; return y or take it as parameters"):
+        cpu_function(lambda x, n, alpha: None).write(spec, None, {"y": y})     # it names no output: None is a result
+
+
 @pytest.mark.parametrize("result, said", [
     ((torch.zeros(6), torch.zeros(6)), "the reference returned 2 outputs, the spec has 1"),
     ({"z": torch.zeros(6)}, "the reference returned no value for y"),

@@ -160,7 +160,8 @@ def _alone(times, precision, min_reps=10, max_reps=200):
 
     gpu = _ScriptedGpu(times)
     tcfg = SimpleNamespace(max_reps=max_reps, min_reps=min_reps, target_ms=1e9, precision=precision)
-    samples = _time_alone(gpu, (gpu.fn, Launch((1, 1, 1), (32, 1, 1), 0)), tcfg, 1.0, [[]], 1,
+    launch = Launch((1, 1, 1), (32, 1, 1), 0)
+    samples = _time_alone(gpu, lambda i: gpu.fn.prepared_async_call(launch.grid, launch.block, None), tcfg, 1.0, 1,
                           lambda i, pattern: None, lambda text: None, {"N": 1})
     return samples, gpu
 

@@ -231,7 +231,10 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     require_gpu("optimize")
     devices = parse_gpus(opts.gpus, visible_gpus())
     parallel = opts.parallel or 16 * len(devices)
-    prep = Preparer(spec, source, _builder(resolve_arch(opts.arch), opts.cluster), include_dir=kernel.resolve().parent,
+    arch = resolve_arch(opts.arch)
+    if spec.flops is not None or spec.bytes is not None:     # speed-of-light figures: on measured peaks
+        ensure_calibrated(arch)
+    prep = Preparer(spec, source, _builder(arch, opts.cluster), include_dir=kernel.resolve().parent,
                     kernel_name=kernel.name)
     if opts.resume is None:
         device, driver = gpu_facts()
@@ -278,6 +281,11 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
         best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None, ids=store_ids)
         logger.info("final timing{} in {:.2f} s", " and sanitizing" if sanitizer is not None else "",
                     time.perf_counter() - t0)
+        if best is not None and spec.baseline is not None:
+            t0 = time.perf_counter()
+            final["baseline"] = time_baseline(runner, spec, root.source)
+            logger.info("baseline {} timed in {:.2f} s: {}", spec.baseline.label, time.perf_counter() - t0,
+                        final["baseline"].get("median_ms") or final["baseline"].get("message"))
     if best is not None:
         final["best_node"] = store_ids[best.id]
         sol = speed_of_light_figure(spec, best.source, final, gpu_facts()[0] or "")
@@ -420,6 +428,47 @@ def sanitized_final(runner, search, best, sanitize: bool = False, ids=None):
         search.amend(chosen, replace(chosen.result, status=Status.UNSAFE, message=message, sanitize=verdict))
         logger.warning("the chosen candidate (node {}) is unsafe: {}", chosen.id, message)
         best = search.best()
+
+
+def ensure_calibrated(arch: str) -> None:
+    """Measure this GPU's peaks once per model, driver and clocks setting (``optiml calibrate``)
+    when the cache has none, so that the run's speed-of-light figures are measured ones; a GPU
+    nvidia-smi does not describe, or a failed measurement, leaves the datasheet's (and says so)."""
+    from ..profiler.calibration import current_key, lookup
+
+    key = current_key()
+    if key is None or lookup(*key) is not None:
+        return
+    from .calibration import calibration
+
+    logger.info("calibrating {} (once per GPU model, driver and clocks setting: optiml calibrate)", key[0])
+    try:
+        calibration(arch)
+    except Exception as e:          # a measurement that failed: the datasheet's peaks, as before
+        logger.warning("calibrating the GPU failed ({}); speed-of-light figures use datasheet peaks", e)
+
+
+def time_baseline(runner, spec, seed_source: str) -> dict:
+    """The spec's ``[baseline]`` (a function on GPU arrays) verified against the reference on fresh
+    inputs and timed as a kernel alone is, in one runner job (the seed's build gives the sizes'
+    constants); what the run stores as ``final["baseline"]``: its label, framework, status and
+    median (or the message of its failure)."""
+    from ..runner import Candidate
+    from ..verify.harness import FunctionRef
+
+    b = spec.baseline
+    ev = runner.evaluate(Candidate(seed_source, name="baseline.cu",
+                                   function=FunctionRef(b.framework, str(b.path), b.function)),
+                         profile=False, sanitize=False)
+    out = {"label": b.label, "framework": b.framework, "status": str(ev.status)}
+    timing = ev.harness.timing if ev.harness is not None else None
+    if ev.ok and ev.median_ms:
+        out["median_ms"] = ev.median_ms
+        if timing is not None:
+            out.update(reps=timing.reps, iqr_ms=timing.iqr_ms, flushed_l2=timing.flushed_l2)
+    else:
+        out["message"] = ev.message
+    return out
 
 
 def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None) -> tuple:

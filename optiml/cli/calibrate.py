@@ -2,7 +2,6 @@
 tensor-core rates) once per GPU model, driver and clocks setting, for every speed-of-light figure."""
 from __future__ import annotations
 
-import datetime
 import json
 import shutil
 from pathlib import Path
@@ -24,8 +23,7 @@ def calibrate(show: bool, import_path: Path | None, force: bool, arch: str | Non
     Without a calibration, speed-of-light figures use the datasheet's peaks and say "datasheet".
     The figures are kept in calibration.json under the optiml cache folder ($OPTIML_CACHE_DIR).
     """
-    from ..profiler.calibration import (Calibration, cache_file, current_key, format_calibration, import_file,
-                                        lookup, read_cache, save)
+    from ..profiler.calibration import cache_file, format_calibration, import_file, read_cache
 
     if import_path is not None:
         cals = import_file(import_path)
@@ -45,21 +43,12 @@ def calibrate(show: bool, import_path: Path | None, force: bool, arch: str | Non
                 click.echo(format_calibration(cal), nl=False)
         return
     _require_gpu()
-    key = current_key()
-    cal = None if force or key is None else lookup(*key)
-    if cal is None:
-        from ..build import resolve_arch
-        from ..verify.calibrate import measure
+    from ..app.calibration import calibration
+    from ..build import resolve_arch
 
-        got = measure(resolve_arch(arch))
-        name, driver, clocks = key if key is not None else (got["gpu"], "unknown", "clocks unknown")
-        cal = Calibration.from_dict({"gpu": name, "driver": driver, "clocks": clocks, "figures": got["figures"],
-                                     "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
-                                     "details": got.get("details") or {}}, "the calibration microbenchmarks")
-        path = save([cal])
-        said = f"measured, saved in {path}"
-    else:
-        said = "cached (optiml calibrate --force measures again)"
+    cal, measured = calibration(resolve_arch(arch), force=force)
+    said = (f"measured, saved in {cache_file()}" if measured
+            else "cached (optiml calibrate --force measures again)")
     if as_json:
         click.echo(json.dumps(cal.to_dict(), indent=1))
     else:

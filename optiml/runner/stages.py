@@ -169,7 +169,7 @@ class BuildStage:
         """Give ``item`` the evaluation of an earlier finished item with the same code, if any."""
         from ..cubin import code_digest
 
-        if item.baseline is not None or not item.time_it or item.sanitize is not None:
+        if item.baseline is not None or not item.time_it or item.sanitize is not None or item.candidate.function:
             return False
         digest = code_digest(item.kb.cubin_path)
         if digest is None:
@@ -211,6 +211,8 @@ class BuildStage:
             item.job = self.prep.job(item.kb, item.ev, time_it=item.time_it, baseline=built[0] if built else None)
             if item.job is not None and len(built) > 1:
                 item.job = replace(item.job, rivals=tuple(built[1:]))
+            if item.job is not None and item.candidate.function is not None:
+                item.job = replace(item.job, function=item.candidate.function)
 
     def close(self) -> None:
         pass

@@ -8,7 +8,7 @@ from ..build import BuildResult, Resources
 from ..profiler.types import ProfileResult
 from ..spec import Launch
 from ..status import Status
-from ..verify.harness import HarnessResult
+from ..verify.harness import FunctionRef, HarnessResult
 from ..verify.sanitizer import SanitizeResult
 
 
@@ -17,6 +17,8 @@ class Candidate:
     source: str
     flags: tuple[str, ...] = ()        # extra nvcc flags on top of the spec's
     name: str = "kernel.cu"            # file name shown in compiler messages
+    function: FunctionRef | None = None   # a [baseline]: this function is verified and timed, not the source
+                                          # (which is built for the sizes' constants: the seed's)
 
 
 @dataclass

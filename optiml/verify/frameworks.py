@@ -131,11 +131,21 @@ class DeviceFunction:
                 kwargs[a.name] = scalars[a.name].item() if hasattr(scalars[a.name], "item") else scalars[a.name]
                 continue
             v = self.view(*arrays[a.name])
-            if a.role in ("input", "inout"):
-                kwargs[a.name] = v
+            if a.role in ("input", "inout") or (a.role == "output" and a.name in self.params):
+                kwargs[a.name] = v          # an output only to a function that names it (to write it in place)
             if a.role in ("output", "inout"):
                 outs[a.name] = v
         return kwargs, outs
+
+    @property
+    def params(self) -> set:
+        """The names the function takes."""
+        import inspect
+
+        try:
+            return set(inspect.signature(self.fn).parameters)
+        except (TypeError, ValueError):
+            return set()
 
     def call(self, spec, kwargs: dict, outs: dict) -> None:
         """The function once on the worker's stream, its results written into ``outs``; the
@@ -147,8 +157,11 @@ class DeviceFunction:
 
     def write(self, spec, result, outs: dict) -> None:
         names = [a.name for a in spec.args if a.role in ("output", "inout")]
-        if result is None and all(a.role == "inout" for a in spec.args if a.name in names):
-            return                                  # it updated its inouts in place
+        if result is None and all(a.role == "inout" or a.name in self.params for a in spec.args if a.name in names):
+            return                                  # it wrote its outputs (and inouts) in place
+        if result is None:
+            raise ValueError(f"the function returned nothing; return {', '.join(names)} or take "
+                             f"{'it' if len(names) == 1 else 'them'} as parameters to write in place")
         if isinstance(result, dict):
             missing = [n for n in names if n not in result]
             if missing:

@@ -76,7 +76,9 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
             if warm >= 1000 * len(kernels):
                 break
         if len(kernels) == 1:
-            samples = [_time_alone(gpu, kernels[0], tcfg, est[0], args, n_sets, prepare, stage, sizes)]
+            fn, launch = kernels[0]
+            samples = [_time_alone(gpu, lambda i: _launch(gpu, fn, launch, args[i]), tcfg, est[0], n_sets, prepare,
+                                   stage, sizes)]
             blocks = [None]
             warmups = [warm]
         else:
@@ -105,9 +107,10 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
             sets[0], clocks)
 
 
-def _time_alone(gpu: Gpu, kernel, tcfg, est: float, args, n_sets: int, prepare, stage: Stage, sizes) -> list[float]:
-    """One kernel: repetitions sized from its time; it stops early once its median is precise
-    (tcfg.precision), checked after min_reps and then every chunk."""
+def _time_alone(gpu: Gpu, run, tcfg, est: float, n_sets: int, prepare, stage: Stage, sizes) -> list[float]:
+    """One kernel (``run(i)`` launches it on input set ``i``, on the worker's stream): repetitions
+    sized from its time; it stops early once its median is precise (tcfg.precision), checked
+    after min_reps and then every chunk."""
     drv = gpu.drv
     reps = int(min(tcfg.max_reps, max(tcfg.min_reps, math.ceil(tcfg.target_ms / max(est, 1e-3)))))
     early = tcfg.precision > 0
@@ -115,14 +118,13 @@ def _time_alone(gpu: Gpu, kernel, tcfg, est: float, args, n_sets: int, prepare, 
     stage(f"timing: up to {reps} repetitions at sizes {sizes}")
     events = [(drv.Event(), drv.Event()) for _ in range(reps)]
     samples: list[float] = []
-    fn, launch = kernel
     r = 0
     while r < reps:
         i = r % n_sets
         s_ev, e_ev = events[r]
         prepare(i, r)                        # after the reset: the timed launch starts with a cold L2
         s_ev.record(gpu.stream)
-        _launch(gpu, fn, launch, args[i])
+        run(i)
         e_ev.record(gpu.stream)
         r += 1
         if early and r >= tcfg.min_reps and (r % chunk == 0 or r == reps):
@@ -221,3 +223,76 @@ class _Nvml:
             self.lib.nvmlShutdown()
         except (OSError, AttributeError):
             pass
+
+
+def time_function(gpu: Gpu, job: HarnessJob, stage: Stage, fn, seed0: int | None = None) -> tuple[TimingResult, object]:
+    """A Python function on GPU arrays (a ``[baseline]``: :class:`.frameworks.DeviceFunction`) timed
+    as a kernel alone is: the same input sets (fresh, rotated when they fit in L2), outputs
+    poisoned and L2 flushed before every call, warm-up, CUDA events on the worker's stream around
+    each call (the framework's launches go on that stream: whatever it launches, and any gap its
+    Python leaves, is in the time), repetitions until the median is precise. Returns the timing
+    and input set 0 as the last call left it (the caller checks it against the reference and
+    frees it)."""
+    spec, drv = job.spec, gpu.drv
+    tcfg, sizes = spec.timing, spec.timing_sizes
+    base_seed = timing_seed(job)
+    stage(f"timing the baseline: preparing input sets at sizes {sizes}")
+    sets = [_new_case(gpu, spec, sizes, base_seed if seed0 is None else seed0, job.candidate.constants)]
+    set_bytes = sum(sets[0].nbytes(n) for n in sets[0].bufs)
+    n_sets = 1
+    if set_bytes < gpu.l2_bytes:
+        n_sets = int(min(8, max(2, math.ceil(2 * gpu.l2_bytes / max(set_bytes, 1)))))
+    sets += [_new_case(gpu, spec, sizes, base_seed + i, job.candidate.constants) for i in range(1, n_sets)]
+    restored = [a.name for a in spec.args if a.role in ("inout", "output")]
+    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.nbytes(n)) for n in restored} for s in sets]
+    calls = [fn.arguments(spec, s) for s in sets]
+    flush = None
+    flush_words = 0
+    if tcfg.flush_l2:
+        flush_words = max(1, (2 * gpu.l2_bytes) // 4)
+        flush = drv.mem_alloc(flush_words * 4)
+
+    def prepare(i, pattern):
+        for n in restored:
+            drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].nbytes(n), gpu.stream)
+        if flush is not None:
+            drv.memset_d32_async(flush, pattern & 0xFFFF, flush_words, gpu.stream)
+
+    def run(i, check: bool = False):
+        """The function once on set ``i``: timed, only the call (what a user's code pays; the copy of a
+        returned result into the harness's buffer is not); for the check, its result written in."""
+        kwargs, outs = calls[i]
+        with fn._on_stream():
+            result = fn.fn(**kwargs)
+            if check:
+                fn.write(spec, result, outs)
+
+    try:
+        stage(f"timing the baseline: warm-up at sizes {sizes}")
+        start, end = drv.Event(), drv.Event()
+        warm, est, t_begin = 0, 1e-3, time.perf_counter()
+        while warm < 3 or (time.perf_counter() - t_begin) * 1e3 < tcfg.warmup_ms:
+            prepare(warm % n_sets, warm)
+            start.record(gpu.stream)
+            run(warm % n_sets)
+            end.record(gpu.stream)
+            end.synchronize()
+            est = end.time_since(start)
+            warm += 1
+            if warm >= 1000:
+                break
+        samples = _time_alone(gpu, run, tcfg, est, n_sets, prepare, stage, sizes)
+        prepare(0, 0)                 # set 0 as one more call leaves it: what the check compares
+        run(0, check=True)
+        gpu.stream.synchronize()
+    except drv.Error as e:
+        raise KernelFault(str(e)) from None
+    finally:
+        for s in sets[1:]:
+            _free(gpu, s)
+        for p in pristine:
+            for b in p.values():
+                _free(gpu, b)
+        if flush is not None:
+            _free(gpu, flush)
+    return timing_stats(samples, warm, n_sets, flush is not None), sets[0]

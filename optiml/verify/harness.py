@@ -42,6 +42,15 @@ class KernelBinary:
 
 
 @dataclass(frozen=True)
+class FunctionRef:
+    """A Python function on GPU arrays measured in place of a kernel (a spec's ``[baseline]``):
+    ``framework`` "torch" or "cupy", the file and the function's name."""
+    framework: str
+    path: str
+    name: str
+
+
+@dataclass(frozen=True)
 class Case:
     size_index: int
     seed: int
@@ -60,6 +69,8 @@ class HarnessJob:
     rivals: tuple[KernelBinary, ...] = ()   # other candidates timed interleaved with it (after the baseline),
                                             # each verified on the job's cases after the timing
     ops_cubin: str | None = None            # gpu_ops kernels: inputs drawn and outputs compared on the GPU
+    function: FunctionRef | None = None     # verify and time this function instead of the candidate kernel
+                                            # (whose binary still gives the sizes' constants and launches)
 
 
 @dataclass

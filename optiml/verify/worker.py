@@ -96,13 +96,18 @@ def _reference_fn(gpu: Gpu, job: HarnessJob):
         return gpu.load(job.reference, job.spec)[1]
     ref = job.spec.reference
     if ref.on_gpu:
-        from .frameworks import DeviceFunction
-
-        key = (ref.kind, str(ref.path), ref.function)
-        if key not in gpu.device_functions:
-            gpu.device_functions[key] = DeviceFunction(ref.kind, ref.path, ref.function, gpu)
-        return gpu.device_functions[key]
+        return _device_function(gpu, ref.kind, ref.path, ref.function)
     return _python_reference(job.spec)
+
+
+def _device_function(gpu: Gpu, kind: str, path, name: str):
+    """The user's function on GPU arrays, loaded once per child."""
+    from .frameworks import DeviceFunction
+
+    key = (kind, str(path), name)
+    if key not in gpu.device_functions:
+        gpu.device_functions[key] = DeviceFunction(kind, Path(path), name, gpu)
+    return gpu.device_functions[key]
 
 
 def _is_device_function(ref) -> bool:
@@ -226,6 +231,14 @@ class HostCase:
         pass
 
     def run_candidate(self, fn) -> None:
+        if _is_device_function(fn):          # a baseline function: on the case's data uploaded
+            dc = DeviceCase(self.gpu, self.job.spec, self.data)
+            try:
+                _call_function(fn, self.job.spec, dc)
+                self.out = dc.download()
+            finally:
+                dc.free()
+            return
         self.out = _run_once(self.gpu, fn, self.job.candidate.launches[self.case.size_index], self.job.spec, self.data)
 
     def judge(self) -> CaseCheck:
@@ -262,11 +275,24 @@ class DeviceCasePair:
         self.cand_case = self._new()
 
     def run_candidate(self, fn) -> None:
+        if _is_device_function(fn):
+            _call_function(fn, self.job.spec, self.cand_case)
+            return
         try:
             _launch(self.gpu, fn, self.job.candidate.launches[self.case.size_index], self.cand_case.args())
             self.gpu.stream.synchronize()
         except self.gpu.drv.Error as e:
             raise KernelFault(str(e)) from None
+
+
+def _call_function(fn, spec, case) -> None:
+    """A baseline function in a candidate's place: anything it raises is its failure (a KernelFault)."""
+    try:
+        fn(spec, case)
+    except KernelFault:
+        raise
+    except Exception as e:
+        raise KernelFault(f"the baseline function raised {type(e).__name__}: {e}") from None
 
     def judge(self) -> CaseCheck:
         from .device_case import judge
@@ -290,7 +316,11 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, 
     failure (a status on ``result``). ``ref``: :func:`_reference_fn`'s result, loaded once per
     child. With the gpu_ops kernels the data is drawn and compared on the device, and the
     reference's outputs at the timing size stay in ``keep["timing_ref"]``."""
-    _, cand = gpu.load(job.candidate, job.spec)
+    if job.function is not None:           # a [baseline]: its function in the candidate's place
+        f = job.function
+        cand = _device_function(gpu, f.framework, f.path, f.name)
+    else:
+        _, cand = gpu.load(job.candidate, job.spec)
     buffers = DeviceCasePair if gpu.ops is not None else HostCase
     return verify_cases(job, stage, result, lambda case, sizes: buffers(gpu, job, case, sizes), ref, cand,
                         {} if keep is None else keep)
@@ -352,11 +382,22 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
                     result.status = Status.REFERENCE_ERROR
                     result.message = f"could not load the reference: {e}" if not _missing(e) else f"{e}."
                     return result
-                ok = verify(gpu, job, stage, result, ref, keep)
+                try:
+                    ok = verify(gpu, job, stage, result, ref, keep)
+                except gpu.drv.Error:
+                    raise
+                except Exception as e:     # the baseline's function does not load (its framework, its file)
+                    if job.function is None:
+                        raise
+                    result.status = Status.RUNTIME_ERROR
+                    result.message = f"could not load the baseline: {e}" if not _missing(e) else f"{e}."
+                    return result
         except gpu.drv.Error as e:  # loading the module or function
             result.status, result.message = Status.LAUNCH_ERROR, f"could not load the kernel: {e}"
             return result
-        if ok and job.time_it:
+        if ok and job.time_it and job.function is not None:
+            _time_the_function(gpu, job, stage, result, ref, keep)
+        elif ok and job.time_it:
             try:
                 based = job.baseline is not None
                 binaries = [job.candidate] + ([job.baseline] if based else []) + list(job.rivals)
@@ -382,6 +423,27 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
         if keep.get("timing_ref") is not None:
             _free(gpu, keep["timing_ref"])
         result.phases = {k: round(v, 6) for k, v in stage.phases.items()}
+
+
+def _time_the_function(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, keep: dict) -> None:
+    """Time a baseline function as a kernel alone is timed, and check what its last call wrote."""
+    from .gpu_timing import time_function
+
+    fn = _device_function(gpu, job.function.framework, job.function.path, job.function.name)
+    ref0 = keep.get("timing_ref")
+    try:
+        with stage.phase("time"):
+            result.timing, set0 = time_function(gpu, job, stage, fn, seed0=ref0.seed if ref0 is not None else None)
+        try:
+            with stage.phase("check_timed"):
+                _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
+        finally:
+            _free(gpu, set0)
+    except KernelFault as e:
+        result.status, result.message = Status.RUNTIME_ERROR, f"while timing: {e}"
+    except Exception as e:            # the function raised while timed
+        result.status = Status.RUNTIME_ERROR
+        result.message = f"while timing: the baseline function raised {type(e).__name__}: {e}"
 
 
 def _verify_rivals(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, timings) -> None:

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 19 on the GPU machine (about 9 minutes on an H100; writes to OUT): `optiml calibrate`, then one
+# `optiml optimize --budget 40` per example (each stopped at TIME_LIMIT seconds of search, default 30,
+# so that all fit in one call; compute-sanitizer off), then the table of seed and best times, fraction
+# of speed of light and ratio to the spec's baseline (bench/issue19_table.py).
+# Usage: bash bench/issue19_gpu.sh [--arch sm_90]     (OUT, TIME_LIMIT, EXAMPLES from the environment)
+set -uo pipefail
+ARCH=()
+if [[ "${1:-}" == "--arch" ]]; then ARCH=(--arch "$2"); fi
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "bench/issue19_gpu.sh: no GPU was found (nvidia-smi is missing or lists none); run it on the GPU machine." >&2
+    exit 1
+fi
+cd "$(dirname "$0")/.."
+OUT="${OUT:-out}"; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -m optiml calibrate "${ARCH[@]}" | tail -8
+python3 -m optiml calibrate --json "${ARCH[@]}" > "$OUT/calibration.json"
+for ex in ${EXAMPLES:-$(ls examples)}; do
+    [[ -f "examples/$ex/$ex.cu" ]] || continue
+    echo "== $ex $(date +%T)"
+    timeout 120 python3 -m optiml optimize "examples/$ex/$ex.cu" --budget 40 --time-limit "${TIME_LIMIT:-30}" \
+        --sanitize off --db "$OUT/$ex.db" -o "$OUT/$ex.best.cu" "${ARCH[@]}" 2>&1 | grep -E "^run |limit|baseline" | tail -3
+done
+python3 bench/issue19_table.py "$OUT"/*.db --calibration "$OUT/calibration.json" | tee "$OUT/table.md"
+date +%T

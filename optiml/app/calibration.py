@@ -1,0 +1,25 @@
+"""This GPU's measured peaks (``optiml calibrate``'s figures), measured when the cache has none for
+its model, driver and clocks setting: what ``optiml calibrate`` and ``optimize`` share."""
+from __future__ import annotations
+
+import datetime
+
+
+def calibration(arch: str, force: bool = False):
+    """(the Calibration of this machine's GPU, True when it was measured now). Measures with the
+    calibration microbenchmarks (:func:`optiml.verify.calibrate.measure`) when ``force`` or when the
+    cache has none for the GPU's model, driver and clocks setting, and saves it."""
+    from ..profiler.calibration import Calibration, current_key, lookup, save
+    from ..verify.calibrate import measure
+
+    key = current_key()
+    cal = None if force or key is None else lookup(*key)
+    if cal is not None:
+        return cal, False
+    got = measure(arch)
+    name, driver, clocks = key if key is not None else (got["gpu"], "unknown", "clocks unknown")
+    cal = Calibration.from_dict({"gpu": name, "driver": driver, "clocks": clocks, "figures": got["figures"],
+                                 "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
+                                 "details": got.get("details") or {}}, "the calibration microbenchmarks")
+    save([cal])
+    return cal, True

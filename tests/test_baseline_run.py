@@ -1,0 +1,116 @@
+"""The spec's [baseline] run (issue 19): a job that verifies and times a Python function on GPU
+arrays in a kernel's place. What the CPU can check: the runner makes that job from the seed's
+build and never hands it an earlier kernel's evaluation; optimize's record of the baseline from
+the runner's answer; and the worker's timing loop for a function over a FAKE driver (a clock
+that calls advance: wiring only, no GPU behaviour). tests/gpu/test_gpu_baseline.py runs it for real."""
+import dataclasses
+
+import pytest
+
+from optiml.app.optimize import time_baseline
+from optiml.build import NvccBuilder
+from optiml.runner import Candidate, Evaluation, Preparer, Runner, standard_stages
+from optiml.verify.harness import Case, FunctionRef, HarnessJob, HarnessResult, KernelBinary
+from tests.fakes import FakeHarness
+from tests.test_final_choice import FakeGpu
+from tests.test_runner import timing
+from tests.test_spec import KERNEL, SPEC, load
+
+REF = "def scale(x, n, alpha):\n    return alpha * x\n"
+
+
+class JobsHarness(FakeHarness):
+    """A fake GPU worker: ok at 1 ms (2 ms for a function job); keeps the jobs."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def run(self, job, lend=None):
+        self.jobs.append(job)
+        return HarnessResult("ok", timing=timing(2.0 if job.function else 1.0))
+
+
+def test_a_function_job_is_made_from_the_seeds_build_and_never_reuses(tmp_path):
+    harness = JobsHarness()
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    f = FunctionRef("torch", str(tmp_path / "ref.py"), "scale")
+    with Runner(standard_stages(prep), [0], harness_factory=lambda d: harness, build_workers=1,
+                workers_per_gpu=1) as runner:
+        seed = runner.evaluate(Candidate(KERNEL))
+        # the same compiled code as the seed (a comment apart), which a kernel candidate would reuse
+        base = runner.evaluate(Candidate("// the baseline\n" + KERNEL, name="baseline.cu", function=f), profile=False)
+    assert [j.function for j in harness.jobs] == [None, f]          # its own GPU job, same code or not
+    assert seed.median_ms == 1.0 and base.median_ms == 2.0 and "reused" not in base.stage_s
+    assert harness.jobs[1].candidate.constants == harness.jobs[0].candidate.constants   # the seed's sizes
+
+
+class AnsweringRunner:
+    def __init__(self, ev):
+        self.ev, self.asked = ev, []
+
+    def evaluate(self, candidate, **kw):
+        self.asked.append((candidate, kw))
+        return self.ev
+
+
+def test_optimize_records_the_baseline(tmp_path):
+    (tmp_path / "vendor.py").write_text(REF)
+    spec = load(tmp_path, SPEC + '\n[baseline]\ntorch = "vendor.py:scale"\nname = "torch (eager)"\n')
+    ok = Evaluation("ok", median_ms=0.41, harness=HarnessResult("ok", timing=timing(0.41)))
+    runner = AnsweringRunner(ok)
+    rec = time_baseline(runner, spec, KERNEL)
+    cand, kw = runner.asked[0]
+    assert cand.function == FunctionRef("torch", str(tmp_path / "vendor.py"), "scale") and cand.source == KERNEL
+    assert kw == {"profile": False, "sanitize": False}
+    assert rec["label"] == "torch (eager)" and rec["status"] == "ok" and rec["median_ms"] == 0.41
+    assert rec["reps"] == 10 and rec["flushed_l2"] and "message" not in rec
+    wrong = time_baseline(AnsweringRunner(Evaluation("wrong_output", "max abs error 3 at y[7]")), spec, KERNEL)
+    assert wrong == {"label": "torch (eager)", "framework": "torch", "status": "wrong_output",
+                     "message": "max abs error 3 at y[7]"}
+
+
+class FakeFunction:
+    """Stands in for frameworks.DeviceFunction over the fake driver: a call advances the clock."""
+
+    def __init__(self, drv, ms):
+        self.drv, self.ms, self.calls = drv, ms, 0
+
+    def arguments(self, spec, case):
+        return {"x": case}, {"y": case}
+
+    def _on_stream(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def fn(self, **kwargs):
+        self.drv.clock += self.ms
+        self.drv.log.append("function")
+        self.calls += 1
+        return "y"
+
+    def write(self, spec, result, outs):
+        assert result == "y" and set(outs) == {"y"}
+        self.drv.log.append("write")
+
+
+def test_the_function_is_timed_as_a_kernel_alone_is(tmp_path):
+    from optiml.spec import Launch
+    from optiml.verify.gpu_timing import time_function
+
+    spec = load(tmp_path)
+    spec = dataclasses.replace(spec, timing=dataclasses.replace(spec.timing, warmup_ms=0.0))
+    launch = Launch((1, 1, 1), (128, 1, 1), 0)
+    kb = KernelBinary("seed", "k", (launch,) * 3)
+    gpu = FakeGpu({"seed": 1.0})
+    fn = FakeFunction(gpu.drv, 0.25)
+    job = HarnessJob(spec=spec, candidate=kb, reference=None, cases=(Case(0, 5),),
+                     function=FunctionRef("torch", "f.py", "f"))
+    t, set0 = time_function(gpu, job, lambda text: None, fn)
+    assert t.median_ms == pytest.approx(0.25) and t.reps == spec.timing.min_reps and t.flushed_l2
+    assert t.warmup_launches == 3 and fn.calls == 3 + t.reps + 1           # warm-up, timed, set 0 once more
+    log = gpu.drv.log
+    calls = [i for i, x in enumerate(log) if x == "function"]
+    timed = calls[3:-1]
+    assert all(log[i - 1] == "flush" and log[i - 2] == "reset" for i in timed)   # cold L2, outputs poisoned
+    assert log.count("write") == 1 and log[-1] == "write"      # only the checked call's result is copied in
