@@ -10,6 +10,7 @@ from optiml.profiler.ncu import NcuProfiler
 from optiml.profiler.types import Profiler
 from optiml.runner.stages import BuildStage, CheckStage, ProfileStage, SanitizeStage, Stage
 from optiml.verify.harness import Harness, SubprocessHarness
+from optiml.verify.worker import CaseBuffers, DeviceCasePair, HostCase
 from optiml.verify.worker_client import WorkerHarness
 
 
@@ -30,6 +31,7 @@ def has(cls, name) -> bool:
     (Builder, [NvccBuilder, DaskBuilder]),
     (Profiler, [NcuProfiler]),
     (Stage, [BuildStage, CheckStage, SanitizeStage, ProfileStage]),
+    (CaseBuffers, [HostCase, DeviceCasePair]),          # the GPU child's: a CPU test is all that sees them here
 ])
 def test_every_implementation_has_every_member(protocol, impls):
     need = members(protocol)

@@ -285,15 +285,6 @@ class DeviceCasePair:
             raise KernelFault(str(e)) from None
 
 
-def _call_function(fn, spec, case) -> None:
-    """A baseline function in a candidate's place: anything it raises is its failure (a KernelFault)."""
-    try:
-        fn(spec, case)
-    except KernelFault:
-        raise
-    except Exception as e:
-        raise KernelFault(f"the baseline function raised {type(e).__name__}: {e}") from None
-
     def judge(self) -> CaseCheck:
         from .device_case import judge
 
@@ -309,6 +300,16 @@ def _call_function(fn, spec, case) -> None:
             if c is not None:
                 _free(self.gpu, c)
         self.ref_case = self.cand_case = None
+
+
+def _call_function(fn, spec, case) -> None:
+    """A baseline function in a candidate's place: anything it raises is its failure (a KernelFault)."""
+    try:
+        fn(spec, case)
+    except KernelFault:
+        raise
+    except Exception as e:
+        raise KernelFault(f"the baseline function raised {type(e).__name__}: {e}") from None
 
 
 def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, keep: dict | None = None) -> bool:
