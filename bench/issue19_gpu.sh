@@ -21,7 +21,7 @@ for ex in ${EXAMPLES:-$(ls examples)}; do
     [[ -f "examples/$ex/$ex.cu" ]] || continue
     echo "== $ex $(date +%T)"
     timeout 120 python3 -m optiml optimize "examples/$ex/$ex.cu" --budget 40 --time-limit "${TIME_LIMIT:-30}" \
-        --sanitize off --db "$OUT/$ex.db" -o "$OUT/$ex.best.cu" "${ARCH[@]}" 2>&1 | grep -E "^run |limit|baseline" | tail -3
+        --sanitize off --db "$OUT/$ex.db" -o "$OUT/$ex.best.cu" "${ARCH[@]}" 2>&1 | grep -E "^run |limit|baseline|Error" | tail -4
 done
 python3 bench/issue19_table.py "$OUT"/*.db --calibration "$OUT/calibration.json" | tee "$OUT/table.md"
 date +%T
