@@ -50,6 +50,7 @@ def test_softmax_task_becomes_a_spec(tmp_path):
     assert spec.reference.function == "reference" and spec.reference.path.name == "kb_softmax_ref.py"
     assert spec.reference.kind == "torch"                  # the Model's forward on the GPU's tensors
     assert spec.launch.grid == ("batch_size",)
+    assert spec.count("bytes", {"batch_size": 10, "dim": 7}) == 2 * 4 * 10 * 7        # each array once
 
 
 def test_fused_task_takes_the_models_parameter_and_attribute(tmp_path):

@@ -236,6 +236,15 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     w("[reference]")
     w(f"torch = {_q(ref_file + ':' + _REF_NAME)}  # the Model's forward on the GPU's tensors (written beside this spec)")
     w("")
+    terms = []
+    for name, dims in ref_args["DIMS"].items():
+        size = {"float64": 8, "int64": 8, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1,
+                "bool": 1}.get(ref_args["DTYPES"][name], 4)
+        terms.append(" * ".join([str(size), *dims]) if dims else str(size))
+    if terms:
+        w("[counts]  # TODO: the least traffic, each array once (speed of light; add flops for a compute-bound task)")
+        w(f"bytes = {_q(' + '.join(terms))}")
+        w("")
     w("[tolerance]  # TODO: loosen for long reductions (a matmul's K) or half precision")
     w("float32 = { atol = 1e-4, rtol = 1e-4 }")
     text = "\n".join(lines) + "\n"
