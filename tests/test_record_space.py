@@ -93,7 +93,7 @@ def test_the_dry_run_enumerates_the_transpose_space_and_builds_every_point(tmp_p
 
 def test_the_dry_run_says_which_points_do_not_compile(tmp_path):
     """A point whose source nvcc refuses is counted, with its status, not lost or fatal."""
-    for f in ("transpose_tiled.cu", "transpose_tiled.toml"):
+    for f in ("transpose_tiled.cu", "transpose_tiled.toml", "baseline.py"):
         shutil.copy(EXAMPLES / "transpose_tiled" / f, tmp_path / f)
     cu = tmp_path / "transpose_tiled.cu"
     cu.write_text(cu.read_text().replace("__syncthreads();", "static_assert(PAD == 1, \"padded only\");\n    __syncthreads();"))
