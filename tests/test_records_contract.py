@@ -134,3 +134,25 @@ def test_the_derived_figures_of_a_recorded_run_are_the_searchs(tmp_path):
         assert (visits, round(value, 9)) == (expect[n.id][0], round(expect[n.id][1], 9))
     assert store.subtree_stats(root.id)[0] == len(rewards) > 1
     assert f"visits {len(rewards)}," in format_node_raw(store, root.id)
+
+
+def test_each_exchange_is_stored_once_even_after_its_dict_is_freed():
+    """The observer knows an exchange by its dict's id(): a freed dict's id is soon given to a new
+    one, which must still be stored as its own exchange (the generate stage's refused attempts
+    dropped their dicts)."""
+    from optiml.app.records import StoreObserver
+
+    class Rows:
+        def __init__(self):
+            self.n = 0
+
+        def record_proposal(self, run_id, **kw):
+            self.n += 1
+            return self.n
+
+    store = Rows()
+    obs = StoreObserver(store, 1)
+    rows = [obs._exchange(None, "llm", {"prompt": f"p{i}"}) for i in range(500)]   # each dict freed at once
+    assert rows == list(range(1, 501)) and store.n == 500
+    x = {"prompt": "kept"}
+    assert obs._exchange(None, "llm", x) == obs._exchange(None, "llm", x) == 501     # the same dict: once

@@ -36,7 +36,9 @@ class StoreObserver:
         self.store, self.run_id = store, run_id
         self.evaluator = evaluator if isinstance(evaluator, KeepsEvaluations) else None
         self.ids: dict[int, int] = dict(ids or {})
-        self._exchanges: dict[int, int] = {}     # id() of an exchange dict -> proposals row
+        # id() of an exchange dict -> (proposals row, the dict): holding the dict keeps its id from
+        # being given to a later one while the observer lives
+        self._exchanges: dict[int, tuple[int, dict]] = {}
 
     def _exchange(self, parent_id: int | None, proposer: str, exchange: dict | None) -> int | None:
         if not exchange:
@@ -44,11 +46,12 @@ class StoreObserver:
         key = id(exchange)
         if key not in self._exchanges:
             x = exchange
-            self._exchanges[key] = self.store.record_proposal(
+            row = self.store.record_proposal(
                 self.run_id, node_id=parent_id, proposer=proposer, model=x.get("model"), prompt=x.get("prompt"),
                 raw_answer=x.get("raw_answer"), parsed_edits=x.get("parsed_edits"), tokens_in=x.get("tokens_in"),
                 tokens_out=x.get("tokens_out"), latency_s=x.get("latency_s"), error=x.get("error"), kind="exchange")
-        return self._exchanges[key]
+            self._exchanges[key] = (row, exchange)
+        return self._exchanges[key][0]
 
     def on_node_added(self, node: Node) -> None:
         parent = self.ids.get(node.parent.id) if node.parent is not None else None
