@@ -130,6 +130,8 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
     from ..edits.rules import RulesProposer
 
     space = dict(space=spec.tune, size_sets=spec.all_size_sets) if spec is not None and spec.tune else {}
+    if spec is not None and not spec.tune:          # a literal block in the launch may become a knob
+        space = dict(launch=(spec.launch.grid, spec.launch.block, spec.launch.shared_mem))
     if kind == "rules":
         return RulesProposer(**space)
     from ..edits.llm import LLMConfig, LLMProposer

@@ -17,7 +17,7 @@ from .transforms import Transform, all_transforms
 from .types import Attempt, NodeView, Proposal
 
 # base priors by transform kind, before the profile adjusts them
-BASE = {"tune": 0.5, "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
+BASE = {"tune": 0.5, "knob": 0.6, "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
         "launch_bounds": 0.25, "flag": 0.2}
 
 
@@ -124,9 +124,10 @@ class RulesProposer:
     transforms stay (``space_only`` leaves them out, as a replay of a recorded space needs)."""
 
     def __init__(self, name: str = "rules", threads: int | None = None, space=None, size_sets=(),
-                 space_only: bool = False):
+                 space_only: bool = False, launch=None):
         self.name = name
         self.threads = threads          # threads per block, when the caller knows it (spec launch)
+        self.launch = launch            # the spec's (grid, block, shared_mem): a literal block becomes a knob
         self.space, self.size_sets, self.space_only = space, tuple(size_sets), space_only
         self._moves: dict[str, SpaceMoves] = {}
 
@@ -139,7 +140,7 @@ class RulesProposer:
         tried = {a.edit for a in node.attempts}
         out = []
         for t in all_transforms(node.source, node.entry, tuple(node.flags), regs, self.threads,
-                                auto_tune=not self.space):
+                                auto_tune=not self.space, launch=self.launch):
             if t.edit in tried:
                 continue
             p = prior(t, node)

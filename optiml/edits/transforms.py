@@ -28,7 +28,7 @@ _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
 
 @dataclass(frozen=True)
 class Transform:
-    kind: str                    # tune | pad | restrict | const | unroll | launch_bounds | flag
+    kind: str                    # tune | knob | pad | restrict | const | unroll | launch_bounds | flag
     source: str
     edit: str
     rationale: str
@@ -422,11 +422,13 @@ def flag_variants(source: str, flags: tuple[str, ...] = (), registers: int | Non
 
 def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
                    registers: int | None = None, threads: int | None = None,
-                   auto_tune: bool = True) -> list[Transform]:
+                   auto_tune: bool = True, launch=None) -> list[Transform]:
     """Every transform above for ``source`` (an unparseable source gives what still applies);
-    ``auto_tune`` False leaves the integer constants alone (a declared space tunes its own)."""
+    ``auto_tune`` False leaves the integer constants alone (a declared space tunes its own);
+    ``launch``: the spec's (grid, block, shared_mem), for a literal block to become a knob."""
     out = []
     out += tune_constants(source, entry) if auto_tune else []
+    out += tie_block_literal(source, entry, launch)[0] if auto_tune else []
     out += pad_shared(source)
     out += add_restrict(source, entry)
     out += add_const(source, entry)
@@ -434,3 +436,130 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
     out += add_launch_bounds(source, entry, threads)
     out += flag_variants(source, flags, registers)
     return [t for t in out if t.source != source or t.flags]
+
+
+# ----------------------------------------------------------------------------- knobs from literals
+KNOB_NAMES = ("BLOCK_SIZE", "BLOCK_THREADS", "THREADS_PER_BLOCK")
+
+
+def _literal_of(dim) -> int | None:
+    """An integer written as a literal in a launch expression (``1024`` or ``"1024"``), else None."""
+    if isinstance(dim, bool):
+        return None
+    if isinstance(dim, int):
+        return dim
+    if isinstance(dim, str) and re.fullmatch(r"\s*\d+\s*", dim):
+        return int(dim)
+    return None
+
+
+def _replace_number(expr, value: int, name: str):
+    """``expr`` (a launch expression) with the integer token ``value`` written as ``name``."""
+    if isinstance(expr, int) and not isinstance(expr, bool):
+        return name if expr == value else expr
+    if not isinstance(expr, str):
+        return expr
+    return re.sub(rf"(?<![\w.]){value}(?![\w.])", name, expr)
+
+
+def _toml_dims(dims) -> str:
+    return "[" + ", ".join(f'"{d}"' if isinstance(d, str) else str(d) for d in dims) + "]"
+
+
+def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[Transform], str | None]:
+    """Knobs from literals: a launch whose block is one literal (``block = [1024]``) and a kernel
+    whose shared arrays, halving reduction strides and block-stride loop steps repeat it
+    (``__shared__ float sh[1024]``, ``for (s = 512; s > 0; s >>= 1)``, ``i += 1024``) are one
+    quantity. The variant names it (``#define BLOCK_SIZE 1024``), writes the name at each of those
+    places and in the launch (a ``// optiml:launch`` line carrying the spec's grid and shared memory
+    with the literal replaced), so the tuning of named constants can move it. ``launch``: the spec's
+    (grid, block, shared_mem). Returns (transforms, why not): a literal that also appears where
+    it may mean something else is left alone, and the reason is the second value."""
+    if launch is None:
+        return [], None
+    info = parse_source(source)
+    grid, block, smem = launch
+    if info.launch is not None:                      # the source says how it is launched
+        grid = info.launch.grid or grid
+        block = info.launch.block or block
+        smem = info.launch.shared_mem if info.launch.shared_mem is not None else smem
+    if not block or len(block) != 1:
+        return [], None
+    value = _literal_of(block[0])
+    if value is None or value < 32 or value & (value - 1):
+        return [], None
+    root = _tree(source)
+    fn, _ = _entry_def(root, entry)
+    if fn is None:
+        return [], None
+    name = next((n for n in KNOB_NAMES if n not in info.constants and not re.search(rf"\b{n}\b", source)), None)
+    if name is None:
+        return [], "no free name for the block size"
+    edits, loose = [], []
+    half = value // 2
+    for n in _walk(fn):
+        if n.type != "number_literal":
+            continue
+        text = _t(n)
+        if not text.isdigit() or int(text) not in (value, half):
+            continue
+        v = int(text)
+        parent = n.parent
+        ctx = parent.parent if parent is not None else None
+        if v == value and parent is not None and parent.type == "array_declarator" and _is_shared(parent):
+            edits.append((n.start_byte, n.end_byte, name))
+        elif v == half and _halving_start(n):
+            edits.append((n.start_byte, n.end_byte, f"({name} / 2)"))
+        elif v == value and parent is not None and parent.type == "assignment_expression" and \
+                _t(parent.child_by_field_name("operator") or parent).strip() == "+=" and ctx is not None and \
+                ctx.type in ("for_statement", "expression_statement", "comma_expression"):
+            edits.append((n.start_byte, n.end_byte, name))
+        else:
+            loose.append(f"{text} at line {n.start_point[0] + 1}")
+    if loose:
+        return [], (f"the block's {value} also appears where it may mean something else ({', '.join(loose[:3])}), "
+                    f"so it is not made a knob")
+    new_grid = tuple(_replace_number(g, value, name) for g in grid)
+    new_smem = _replace_number(smem, value, name) if smem is not None else 0
+    line = (f"// optiml:launch {{grid = {_toml_dims(new_grid)}, block = [\"{name}\"], "
+            f"shared_mem = {_toml_dims([new_smem])[1:-1]}}}")
+    body = _splice(source, edits)
+    if info.launch is not None:                      # its own launch line: rewritten in place
+        lines = body.splitlines(keepends=True)
+        lines[info.launch.line - 1] = line + "\n"
+        text = f"#define {name} {value}\n" + "".join(lines)
+    else:
+        text = f"#define {name} {value}\n{line}\n{body}"
+    where = f"{len(edits)} place{'s' if len(edits) != 1 else ''} in the kernel" if edits else "the launch only"
+    return [Transform("knob", text, f"knob {name} = {value}",
+                      f"the launch's block of {value} threads is written as a literal; named {name} (at {where} "
+                      f"and in the launch) so that it can be tuned like any block dimension.", hint=1.0)], None
+
+
+def _is_shared(array_declarator) -> bool:
+    decl = array_declarator.parent
+    while decl is not None and decl.type not in ("declaration", "field_declaration"):
+        decl = decl.parent
+    return decl is not None and "__shared__" in _t(decl).split("[")[0]
+
+
+def _halving_start(number) -> bool:
+    """``number`` starts a loop variable that the loop halves: ``for (int s = 512; ...; s >>= 1)``
+    (or ``s /= 2``, ``s = s / 2``, ``s = s >> 1``)."""
+    n = number.parent
+    while n is not None and n.type not in ("for_statement",):
+        if n.type in ("compound_statement", "function_definition"):
+            return False
+        n = n.parent
+    if n is None:
+        return False
+    init = n.child_by_field_name("initializer")
+    update = n.child_by_field_name("update")
+    if init is None or update is None or not (init.start_byte <= number.start_byte < init.end_byte):
+        return False
+    m = re.search(r"(\w+)\s*=\s*\d+", _t(init))
+    if not m:
+        return False
+    var = m.group(1)
+    u = re.sub(r"\s+", "", _t(update))
+    return u in (f"{var}>>=1", f"{var}/=2", f"{var}={var}/2", f"{var}={var}>>1")
