@@ -105,3 +105,50 @@ def test_the_rules_propose_the_knob_from_the_specs_launch():
     with_launch = {p.edit for p in RulesProposer(launch=(("R",), (1024,), 0)).candidates(node)}
     assert "knob BLOCK_SIZE = 1024" in with_launch
     assert "knob BLOCK_SIZE = 1024" not in {p.edit for p in RulesProposer().candidates(node)}
+
+
+# -- thread coarsening: a grid-stride loop with ITEMS_PER_THREAD items a thread -------------------
+from optiml.edits.transforms import grid_stride  # noqa: E402
+
+RELU = """__global__ void relu(const float* x, float* y, int n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    y[i] = v > 0.f ? v : 0.f;
+}
+"""
+
+
+@pytest.mark.parametrize("src, entry", [(ELEMENTWISE, "scale"), (RELU, "relu")])
+def test_a_one_item_kernel_becomes_a_grid_stride_loop(tmp_path, src, entry):
+    ts, why = grid_stride(src, entry, (("cdiv(n, 256)",), (256,), 0))
+    assert why is None and len(ts) == 1 and ts[0].kind == "coarsen"
+    out = ts[0].source
+    assert "#define ITEMS_PER_THREAD 4" in out and "+= blockDim.x * gridDim.x)" in out
+    assert "if (i" not in out and "return" not in out
+    launch = parse_source(out).launch
+    assert launch.grid == ("cdiv(n, (256) * ITEMS_PER_THREAD)",) and launch.block == (256,)
+    assert compiles(tmp_path, out)
+    assert {t.edit for t in tune_constants(out, entry)} == {"ITEMS_PER_THREAD 4 -> 2", "ITEMS_PER_THREAD 4 -> 8"}
+
+
+@pytest.mark.parametrize("body, said", [
+    ("    if (i < n) { y[i] = x[i]; __syncthreads(); }\n", "synchronises threads"),
+    ("    if (i < n) { if (x[i] < 0) return; y[i] = x[i]; }\n", "returns early"),
+    ("    if (i < n) { y[i] = x[i]; i += 1; y[i] = 0; }\n", "changes i"),
+])
+def test_a_body_that_cannot_loop_is_not_coarsened(body, said):
+    src = "__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n" + body + "}\n"
+    ts, why = grid_stride(src, "k", (("cdiv(n, 256)",), (256,), 0))
+    assert ts == [] and said in why
+
+
+@pytest.mark.parametrize("src, launch", [
+    (ELEMENTWISE, (("n",), (256,), 0)),                               # the grid is not cdiv(X, B)
+    (ELEMENTWISE, (("cdiv(n, 16)", "4"), (16, 4), 0)),                 # two-dimensional
+    (SOFTMAX, (("cdiv(R, 1)",), (1024,), 0)),                          # not a one-item kernel
+    ("__global__ void k(float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+     "    if (i < n) y[i] = 1.0f;\n    y[0] = 2.0f;\n}\n", (("cdiv(n, 256)",), (256,), 0)),   # work after the if
+])
+def test_no_coarsening_where_the_kernel_is_not_a_one_item_kernel(src, launch):
+    assert grid_stride(src, "", launch)[0] == []

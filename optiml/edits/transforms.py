@@ -28,7 +28,7 @@ _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
 
 @dataclass(frozen=True)
 class Transform:
-    kind: str                    # tune | knob | pad | restrict | const | unroll | launch_bounds | flag
+    kind: str                    # tune | knob | coarsen | pad | restrict | const | unroll | launch_bounds | flag
     source: str
     edit: str
     rationale: str
@@ -429,6 +429,7 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
     out = []
     out += tune_constants(source, entry) if auto_tune else []
     out += tie_block_literal(source, entry, launch)[0] if auto_tune else []
+    out += grid_stride(source, entry, launch)[0] if auto_tune else []
     out += pad_shared(source)
     out += add_restrict(source, entry)
     out += add_const(source, entry)
@@ -563,3 +564,101 @@ def _halving_start(number) -> bool:
     var = m.group(1)
     u = re.sub(r"\s+", "", _t(update))
     return u in (f"{var}>>=1", f"{var}/=2", f"{var}={var}/2", f"{var}={var}>>1")
+
+
+# ----------------------------------------------------------------------------- thread coarsening
+ITEMS_NAMES = ("ITEMS_PER_THREAD", "ITEMS_PT", "COARSEN_ITEMS")
+_CDIV = re.compile(r"^\s*cdiv\(\s*(.+?)\s*,\s*(.+?)\s*\)\s*$")
+
+
+def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tuple[list[Transform], str | None]:
+    """Thread coarsening for a 1-D index kernel: ``T i = <blockIdx.x, threadIdx.x...>;`` followed by
+    ``if (i < LIMIT) BODY`` (or ``if (i >= LIMIT) return; BODY...``) and nothing else becomes a
+    grid-stride loop, ``for (T i = ...; i < LIMIT; i += blockDim.x * gridDim.x) BODY``, and the launch's
+    ``cdiv(X, B)`` grid becomes ``cdiv(X, (B) * ITEMS_PER_THREAD)`` (a ``// optiml:launch`` line), so
+    each thread does ITEMS_PER_THREAD items, a constant the tuning moves. A grid-stride loop covers
+    every index once whatever the grid, so the rewrite is right for any value. Refused (with the
+    reason) where the body synchronises, returns, breaks, uses shared memory or changes the index."""
+    if launch is None:
+        return [], None
+    info = parse_source(source)
+    grid, block, smem = launch
+    if info.launch is not None:
+        grid = info.launch.grid or grid
+        block = info.launch.block or block
+        smem = info.launch.shared_mem if info.launch.shared_mem is not None else smem
+    if not grid or len(grid) != 1 or not isinstance(grid[0], str):
+        return [], None
+    m = _CDIV.match(grid[0])
+    if not m:
+        return [], None
+    root = _tree(source)
+    fn, _ = _entry_def(root, entry)
+    if fn is None:
+        return [], None
+    body = fn.child_by_field_name("body")
+    stmts = [c for c in body.named_children if c.type != "comment"]
+    if len(stmts) < 2 or stmts[0].type != "declaration":
+        return [], None
+    decls = [d for d in stmts[0].named_children if d.type == "init_declarator"]
+    if len(decls) != 1:
+        return [], None
+    var_node = decls[0].child_by_field_name("declarator")
+    value = decls[0].child_by_field_name("value")
+    if var_node is None or value is None or var_node.type != "identifier":
+        return [], None
+    var, idx = _t(var_node), _t(value)
+    if not ("blockIdx.x" in idx and "threadIdx.x" in idx) or re.search(r"\b(blockIdx|threadIdx)\.[yz]\b", idx):
+        return [], None
+    type_text = source.encode("utf-8")[stmts[0].start_byte:decls[0].start_byte].decode("utf-8").strip()
+    cond = stmts[1]
+    if cond.type != "if_statement" or cond.child_by_field_name("alternative") is not None:
+        return [], None
+    ctext = re.sub(r"\s+", " ", _t(cond.child_by_field_name("condition"))).strip()
+    lt = re.fullmatch(rf"\(\s*{re.escape(var)}\s*<\s*(.+?)\s*\)", ctext)
+    ge = re.fullmatch(rf"\(\s*{re.escape(var)}\s*>=\s*(.+?)\s*\)", ctext)
+    consequence = cond.child_by_field_name("consequence")
+    if lt and len(stmts) == 2:
+        limit, rest = lt.group(1), _t(consequence)
+    elif ge and re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(consequence).strip()) and len(stmts) > 2:
+        limit = ge.group(1)
+        rest = "{\n" + "".join("        " + _t(s) + "\n" for s in stmts[2:]) + "    }"
+    else:
+        return [], None
+    why = _coarsen_blocker(rest, var, source)
+    if why:
+        return [], f"not coarsened: the loop body {why}"
+    name = next((n for n in ITEMS_NAMES if n not in info.constants and not re.search(rf"\b{n}\b", source)), None)
+    if name is None:
+        return [], "not coarsened: no free name for the items per thread"
+    loop = f"for ({type_text} {var} = {idx}; {var} < {limit}; {var} += blockDim.x * gridDim.x) {rest.strip()}"
+    new_body = "{\n    " + loop + "\n}"
+    text = _splice(source, [(body.start_byte, body.end_byte, new_body)])
+    new_grid = (f"cdiv({m.group(1)}, ({m.group(2)}) * {name})",)
+    line = (f"// optiml:launch {{grid = {_toml_dims(new_grid)}, block = {_toml_dims(block)}, "
+            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+    if info.launch is not None:
+        lines = text.splitlines(keepends=True)
+        lines[info.launch.line - 1] = line + "\n"
+        text = f"#define {name} {items}\n" + "".join(lines)
+    else:
+        text = f"#define {name} {items}\n{line}\n{text}"
+    return [Transform("coarsen", text, f"grid-stride loop, {name} = {items}",
+                      f"one item per thread: a grid-stride loop with {items} items per thread ({name}, then "
+                      f"tuned) launches {items}x fewer blocks and amortises each thread's index arithmetic.",
+                      hint=0.8)], None
+
+
+def _coarsen_blocker(body: str, var: str, source: str) -> str | None:
+    """Why ``body`` cannot run in a loop over ``var`` (None: it can)."""
+    if re.search(r"\b(__syncthreads|__syncwarp|__shfl\w*|cooperative_groups|grid\.sync)\b", body):
+        return "synchronises threads (a loop would change who meets whom)"
+    if re.search(r"\breturn\b", body):
+        return "returns early"
+    if re.search(r"\b(break|continue|goto)\b", body):
+        return "breaks out of its flow"
+    if "__shared__" in source:
+        return "belongs to a kernel that uses shared memory"
+    if re.search(rf"(\b{re.escape(var)}\s*(=[^=]|\+=|-=|\*=|/=|\+\+|--))|((\+\+|--)\s*{re.escape(var)}\b)", body):
+        return f"changes {var}"
+    return None
