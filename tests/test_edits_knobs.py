@@ -2,6 +2,7 @@
 kernel's shared arrays, halving reduction strides and block-stride loop steps, becomes one named
 constant the tuning can move; a literal that may mean something else is left alone, saying why.
 Every variant is compiled with nvcc (sm_90), and its launch line is read back."""
+import re
 import shutil
 import subprocess
 
@@ -152,3 +153,24 @@ def test_a_body_that_cannot_loop_is_not_coarsened(body, said):
 ])
 def test_no_coarsening_where_the_kernel_is_not_a_one_item_kernel(src, launch):
     assert grid_stride(src, "", launch)[0] == []
+
+
+def test_a_search_with_the_rules_moves_the_knob_it_made():
+    """The real MCTS and rules proposer over a FAKE evaluator (a made-up landscape where a block of
+    256 is fastest; no GPU result): from a kernel whose launch is block = [1024], written as literals,
+    the search names the knob and then tunes it down to 256."""
+    from optiml.search.mcts import MCTS, SearchConfig
+    from optiml.search.result import Result
+
+    class BlockLandscape:
+        def evaluate(self, source, flags):
+            m = re.search(r"#define BLOCK_SIZE (\d+)", source)
+            block = int(m.group(1)) if m else 1024
+            return Result("ok", median_ms={1024: 1.0, 512: 0.8, 256: 0.6, 128: 0.7, 64: 0.9}.get(block, 1.0),
+                          spread=0.002)
+
+    search = MCTS(SOFTMAX, BlockLandscape(), RulesProposer(launch=(("R",), (1024,), 0)), entry="softmax",
+                  config=SearchConfig(budget=25, seed=0))
+    best = search.run()
+    assert best.path()[0] == "knob BLOCK_SIZE = 1024"
+    assert "#define BLOCK_SIZE 256" in best.source and best.median_ms == 0.6
