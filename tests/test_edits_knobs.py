@@ -55,26 +55,44 @@ def test_a_literal_block_repeated_in_the_kernel_becomes_one_knob(tmp_path):
     ts, why = tie_block_literal(SOFTMAX, "softmax", (("R",), (1024,), 0))
     assert why is None and len(ts) == 1
     t = ts[0]
-    assert t.kind == "knob" and t.edit == "knob BLOCK_SIZE = 1024" and "3 places in the kernel" in t.rationale
+    assert t.kind == "knob" and t.edit == "knob OPTIML_BLOCK_SIZE = 1024" and "3 places in the kernel" in t.rationale
     src = t.source
-    assert "#define BLOCK_SIZE 1024" in src and "__shared__ float sh[BLOCK_SIZE];" in src
-    assert "c += BLOCK_SIZE" in src and "for (int s = (BLOCK_SIZE / 2); s > 0; s >>= 1)" in src
-    assert "1024" not in src.replace("#define BLOCK_SIZE 1024", "") and "512" not in src
+    assert src.startswith("#include <math.h>\n#define OPTIML_BLOCK_SIZE 1024\n")     # after the includes
+    assert "__shared__ float sh[OPTIML_BLOCK_SIZE];" in src
+    assert "c += OPTIML_BLOCK_SIZE" in src and "for (int s = (OPTIML_BLOCK_SIZE / 2); s > 0; s >>= 1)" in src
+    assert "1024" not in src.replace("#define OPTIML_BLOCK_SIZE 1024", "") and "512" not in src
     launch = parse_source(src).launch
-    assert launch.grid == ("R",) and launch.block == ("BLOCK_SIZE",) and launch.shared_mem == 0
+    assert launch.grid == ("R",) and launch.block == ("OPTIML_BLOCK_SIZE",) and launch.shared_mem == 0
     assert compiles(tmp_path, src)
     # the knob is then tuned as any block dimension, within the hardware's 1024 threads
     tuned = {t.edit for t in tune_constants(src, "softmax")}
-    assert tuned == {"BLOCK_SIZE 1024 -> 512"}
+    assert tuned == {"OPTIML_BLOCK_SIZE 1024 -> 512"}
 
 
-def test_the_grid_and_shared_memory_written_with_the_literal_follow_the_knob(tmp_path):
-    ts, _ = tie_block_literal(ELEMENTWISE, "scale", (("cdiv(n, 256)",), ("256",), "4 * 256"))
+def test_a_cdiv_grid_written_with_the_literal_follows_the_knob(tmp_path):
+    ts, _ = tie_block_literal(ELEMENTWISE, "scale", (("cdiv(n, 256)",), ("256",), 0))
     src = ts[0].source
     launch = parse_source(src).launch
-    assert launch.grid == ("cdiv(n, BLOCK_SIZE)",) and launch.block == ("BLOCK_SIZE",)
-    assert launch.shared_mem == "4 * BLOCK_SIZE" and "the launch only" in ts[0].rationale   # blockDim.x in the code
+    assert launch.grid == ("cdiv(n, OPTIML_BLOCK_SIZE)",) and launch.block == ("OPTIML_BLOCK_SIZE",)
+    assert "the launch only" in ts[0].rationale            # blockDim.x in the code
     assert compiles(tmp_path, src)
+
+
+@pytest.mark.parametrize("launch, said", [
+    (((256,), (256,), 0), "the launch's grid 256 also holds 256"),          # 256 blocks, not their size
+    ((("cdiv(n, 256)",), (256,), "4 * 256"), "the launch's shared memory 4 * 256 also holds 256"),
+])
+def test_the_literal_elsewhere_in_the_launch_is_left_alone(launch, said):
+    ts, why = tie_block_literal(ELEMENTWISE, "scale", launch)
+    assert ts == [] and said in why
+
+
+def test_the_sources_own_launch_line_is_rewritten_in_place_wherever_it_is(tmp_path):
+    src = ELEMENTWISE + '// optiml:launch {grid = ["cdiv(n, 256)"], block = [256], shared_mem = 0}'      # last line
+    for out in (tie_block_literal(src, "scale", (("1",), (1,), 0))[0][0].source,
+                grid_stride(src, "scale", (("1",), (1,), 0))[0][0].source):
+        assert out.count("optiml:launch") == 1 and parse_source(out).launch is not None
+        assert "__global__ void scale" in out and compiles(tmp_path, out)
 
 
 @pytest.mark.parametrize("body, said", [
@@ -104,8 +122,8 @@ def test_the_rules_propose_the_knob_from_the_specs_launch():
 
     node = NodeView(source=SOFTMAX, entry="softmax")
     with_launch = {p.edit for p in RulesProposer(launch=(("R",), (1024,), 0)).candidates(node)}
-    assert "knob BLOCK_SIZE = 1024" in with_launch
-    assert "knob BLOCK_SIZE = 1024" not in {p.edit for p in RulesProposer().candidates(node)}
+    assert "knob OPTIML_BLOCK_SIZE = 1024" in with_launch
+    assert "knob OPTIML_BLOCK_SIZE = 1024" not in {p.edit for p in RulesProposer().candidates(node)}
 
 
 # -- thread coarsening: a grid-stride loop with ITEMS_PER_THREAD items a thread -------------------
@@ -125,21 +143,27 @@ def test_a_one_item_kernel_becomes_a_grid_stride_loop(tmp_path, src, entry):
     ts, why = grid_stride(src, entry, (("cdiv(n, 256)",), (256,), 0))
     assert why is None and len(ts) == 1 and ts[0].kind == "coarsen"
     out = ts[0].source
-    assert "#define ITEMS_PER_THREAD 4" in out and "+= blockDim.x * gridDim.x)" in out
+    assert "#define OPTIML_ITEMS_PER_THREAD 4" in out and "+= blockDim.x * gridDim.x)" in out
     assert "if (i" not in out and "return" not in out
     launch = parse_source(out).launch
-    assert launch.grid == ("cdiv(n, (256) * ITEMS_PER_THREAD)",) and launch.block == (256,)
+    assert launch.grid == ("cdiv(n, (256) * OPTIML_ITEMS_PER_THREAD)",) and launch.block == (256,)
     assert compiles(tmp_path, out)
-    assert {t.edit for t in tune_constants(out, entry)} == {"ITEMS_PER_THREAD 4 -> 2", "ITEMS_PER_THREAD 4 -> 8"}
+    assert {t.edit for t in tune_constants(out, entry)} == {"OPTIML_ITEMS_PER_THREAD 4 -> 2",
+                                                            "OPTIML_ITEMS_PER_THREAD 4 -> 8"}
 
 
 @pytest.mark.parametrize("body, said", [
     ("    if (i < n) { y[i] = x[i]; __syncthreads(); }\n", "synchronises threads"),
     ("    if (i < n) { if (x[i] < 0) return; y[i] = x[i]; }\n", "returns early"),
     ("    if (i < n) { y[i] = x[i]; i += 1; y[i] = 0; }\n", "changes i"),
+    ("    if (i < n) atomicAdd(&y[blockIdx.x], x[i]);\n", "uses the thread's place in the grid"),
+    ("    if (i < n) { unsigned m = __ballot_sync(0xffffffffu, x[i] > 0); y[i] = m; }\n", "works across a warp"),
+    ("    if (i < n) y[i] = twice(x[i]);\n", "calls twice, whose body is not checked"),
 ])
 def test_a_body_that_cannot_loop_is_not_coarsened(body, said):
-    src = "__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n" + body + "}\n"
+    src = ("__device__ float twice(float v) { return 2 * v; }\n"
+           "__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           + body + "}\n")
     ts, why = grid_stride(src, "k", (("cdiv(n, 256)",), (256,), 0))
     assert ts == [] and said in why
 
@@ -150,6 +174,14 @@ def test_a_body_that_cannot_loop_is_not_coarsened(body, said):
     (SOFTMAX, (("cdiv(R, 1)",), (1024,), 0)),                          # not a one-item kernel
     ("__global__ void k(float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
      "    if (i < n) y[i] = 1.0f;\n    y[0] = 2.0f;\n}\n", (("cdiv(n, 256)",), (256,), 0)),   # work after the if
+    ("__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+     "    if (i >= n || x[i] <= 0.0f) return;\n    y[i] = x[i];\n}\n", (("cdiv(n, 256)",), (256,), 0)),  # a compound guard
+    ("__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+     "    if (i < n && x[i] > 0.0f) y[i] = x[i];\n}\n", (("cdiv(n, 256)",), (256,), 0)),
+    ("__global__ void k(const float* x, float* y, int n) {\n    int i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);\n"
+     "    if (i < n) y[i] += x[i];\n}\n", (("cdiv(n, 512)",), (256,), 0)),                   # two items a thread
+    ("__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x, j = 0;\n"
+     "    if (i < n) y[i] = x[i] + j;\n}\n", (("cdiv(n, 256)",), (256,), 0)),                  # two declarators
 ])
 def test_no_coarsening_where_the_kernel_is_not_a_one_item_kernel(src, launch):
     assert grid_stride(src, "", launch)[0] == []
@@ -164,7 +196,7 @@ def test_a_search_with_the_rules_moves_the_knob_it_made():
 
     class BlockLandscape:
         def evaluate(self, source, flags):
-            m = re.search(r"#define BLOCK_SIZE (\d+)", source)
+            m = re.search(r"#define OPTIML_BLOCK_SIZE (\d+)", source)
             block = int(m.group(1)) if m else 1024
             return Result("ok", median_ms={1024: 1.0, 512: 0.8, 256: 0.6, 128: 0.7, 64: 0.9}.get(block, 1.0),
                           spread=0.002)
@@ -172,5 +204,16 @@ def test_a_search_with_the_rules_moves_the_knob_it_made():
     search = MCTS(SOFTMAX, BlockLandscape(), RulesProposer(launch=(("R",), (1024,), 0)), entry="softmax",
                   config=SearchConfig(budget=25, seed=0))
     best = search.run()
-    assert best.path()[0] == "knob BLOCK_SIZE = 1024"
-    assert "#define BLOCK_SIZE 256" in best.source and best.median_ms == 0.6
+    assert best.path()[0] == "knob OPTIML_BLOCK_SIZE = 1024"
+    assert "#define OPTIML_BLOCK_SIZE 256" in best.source and best.median_ms == 0.6
+
+
+def test_the_coarsened_loop_keeps_a_const_index_and_the_comments(tmp_path):
+    src = ("#include <cuda_fp16.h>\n__global__ void k(const float* x, float* y, int n) {\n"
+           "    const int i = threadIdx.x + blockIdx.x * blockDim.x;\n    if (i >= n) return;\n"
+           "    // the scale\n    y[i] = 2.0f * x[i];\n}\n")
+    out = grid_stride(src, "k", (("cdiv(min(n, 1 << 30), 256)",), (256,), 0))[0][0].source
+    assert "for (int i = threadIdx.x + blockIdx.x * blockDim.x;" in out and "// the scale" in out
+    assert out.startswith("#include <cuda_fp16.h>\n#define OPTIML_ITEMS_PER_THREAD 4\n")
+    assert parse_source(out).launch.grid == ("cdiv(min(n, 1 << 30), (256) * OPTIML_ITEMS_PER_THREAD)",)
+    assert compiles(tmp_path, out)

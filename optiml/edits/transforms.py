@@ -440,7 +440,8 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
 
 
 # ----------------------------------------------------------------------------- knobs from literals
-KNOB_NAMES = ("BLOCK_SIZE", "BLOCK_THREADS", "THREADS_PER_BLOCK")
+# prefixed: a header's own BLOCK_THREADS (CUB's) or BLOCK_SIZE is never redefined
+KNOB_NAMES = ("OPTIML_BLOCK_SIZE", "OPTIML_BLOCK_THREADS")
 
 
 def _literal_of(dim) -> int | None:
@@ -454,17 +455,52 @@ def _literal_of(dim) -> int | None:
     return None
 
 
-def _replace_number(expr, value: int, name: str):
-    """``expr`` (a launch expression) with the integer token ``value`` written as ``name``."""
-    if isinstance(expr, int) and not isinstance(expr, bool):
-        return name if expr == value else expr
-    if not isinstance(expr, str):
-        return expr
-    return re.sub(rf"(?<![\w.]){value}(?![\w.])", name, expr)
-
-
 def _toml_dims(dims) -> str:
     return "[" + ", ".join(f'"{d}"' if isinstance(d, str) else str(d) for d in dims) + "]"
+
+
+def _split_args(text: str) -> list[str]:
+    """The top-level comma-separated parts of ``text`` (parentheses balanced)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+def _cdiv_parts(expr) -> tuple[str, str] | None:
+    """(X, B) of a launch expression that is exactly ``cdiv(X, B)``, else None."""
+    if not isinstance(expr, str):
+        return None
+    m = re.fullmatch(r"\s*cdiv\((.*)\)\s*", expr)
+    if not m:
+        return None
+    parts = _split_args(m.group(1))
+    return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
+
+
+def _with_launch(text: str, defines: list[str], line: str) -> str:
+    """``text`` with its ``// optiml:launch`` line replaced by ``line`` (or ``line`` added) and the
+    ``#define``s written after its last top-level ``#include`` (a header sees none of them)."""
+    found = parse_source(text).launch
+    lines = text.splitlines(keepends=True)
+    if found is not None:
+        lines[found.line - 1] = line + "\n"
+        added = []
+    else:
+        added = [line + "\n"]
+    last = max((i for i, ln in enumerate(lines) if ln.lstrip().startswith("#include")), default=-1)
+    return "".join(lines[:last + 1] + [d + "\n" for d in defines] + added + lines[last + 1:])
+
+
+def _free_name(names, info, source: str) -> str | None:
+    return next((n for n in names if n not in info.constants and not re.search(rf"\b{n}\b", source)), None)
 
 
 def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[Transform], str | None]:
@@ -493,9 +529,22 @@ def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[T
     fn, _ = _entry_def(root, entry)
     if fn is None:
         return [], None
-    name = next((n for n in KNOB_NAMES if n not in info.constants and not re.search(rf"\b{n}\b", source)), None)
+    name = _free_name(KNOB_NAMES, info, source)
     if name is None:
         return [], "no free name for the block size"
+    # the launch: the literal is tied only as the divisor of a cdiv(X, B) grid; anywhere else in the
+    # grid or the shared memory it may mean something else
+    new_grid = []
+    for g in grid:
+        parts = _cdiv_parts(g)
+        if parts is not None and _literal_of(parts[1]) == value:
+            new_grid.append(f"cdiv({parts[0]}, {name})")
+        elif re.search(rf"(?<![\w.]){value}(?![\w.])", str(g)):
+            return [], f"the launch's grid {g} also holds {value}, so the block's literal is not made a knob"
+        else:
+            new_grid.append(g)
+    if smem is not None and re.search(rf"(?<![\w.]){value}(?![\w.])", str(smem)):
+        return [], f"the launch's shared memory {smem} also holds {value}, so the block's literal is not made a knob"
     edits, loose = [], []
     half = value // 2
     for n in _walk(fn):
@@ -520,17 +569,9 @@ def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[T
     if loose:
         return [], (f"the block's {value} also appears where it may mean something else ({', '.join(loose[:3])}), "
                     f"so it is not made a knob")
-    new_grid = tuple(_replace_number(g, value, name) for g in grid)
-    new_smem = _replace_number(smem, value, name) if smem is not None else 0
     line = (f"// optiml:launch {{grid = {_toml_dims(new_grid)}, block = [\"{name}\"], "
-            f"shared_mem = {_toml_dims([new_smem])[1:-1]}}}")
-    body = _splice(source, edits)
-    if info.launch is not None:                      # its own launch line: rewritten in place
-        lines = body.splitlines(keepends=True)
-        lines[info.launch.line - 1] = line + "\n"
-        text = f"#define {name} {value}\n" + "".join(lines)
-    else:
-        text = f"#define {name} {value}\n{line}\n{body}"
+            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+    text = _with_launch(_splice(source, edits), [f"#define {name} {value}"], line)
     where = f"{len(edits)} place{'s' if len(edits) != 1 else ''} in the kernel" if edits else "the launch only"
     return [Transform("knob", text, f"knob {name} = {value}",
                       f"the launch's block of {value} threads is written as a literal; named {name} (at {where} "
@@ -567,8 +608,11 @@ def _halving_start(number) -> bool:
 
 
 # ----------------------------------------------------------------------------- thread coarsening
-ITEMS_NAMES = ("ITEMS_PER_THREAD", "ITEMS_PT", "COARSEN_ITEMS")
-_CDIV = re.compile(r"^\s*cdiv\(\s*(.+?)\s*,\s*(.+?)\s*\)\s*$")
+ITEMS_NAMES = ("OPTIML_ITEMS_PER_THREAD", "OPTIML_ITEMS")
+_INDEX = re.compile(r"(\(\s*(size_t|long long|unsigned|int64_t|long)\s*\)\s*)?")
+_ONE_ITEM_INDEX = [re.compile(rf"^{a}\s*\*\s*{b}\s*\+\s*threadIdx\.x$|^threadIdx\.x\s*\+\s*{a}\s*\*\s*{b}$")
+                   for a, b in ((r"(\(\s*\w+(\s+\w+)?\s*\)\s*)?blockIdx\.x", r"(\(\s*\w+(\s+\w+)?\s*\)\s*)?blockDim\.x"),
+                                (r"(\(\s*\w+(\s+\w+)?\s*\)\s*)?blockDim\.x", r"(\(\s*\w+(\s+\w+)?\s*\)\s*)?blockIdx\.x"))]
 
 
 def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tuple[list[Transform], str | None]:
@@ -587,10 +631,10 @@ def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tu
         grid = info.launch.grid or grid
         block = info.launch.block or block
         smem = info.launch.shared_mem if info.launch.shared_mem is not None else smem
-    if not grid or len(grid) != 1 or not isinstance(grid[0], str):
+    if not grid or len(grid) != 1:
         return [], None
-    m = _CDIV.match(grid[0])
-    if not m:
+    cd = _cdiv_parts(grid[0])
+    if cd is None:
         return [], None
     root = _tree(source)
     fn, _ = _entry_def(root, entry)
@@ -601,48 +645,48 @@ def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tu
     if len(stmts) < 2 or stmts[0].type != "declaration":
         return [], None
     decls = [d for d in stmts[0].named_children if d.type == "init_declarator"]
-    if len(decls) != 1:
+    if len(decls) != 1 or any(c.type == "," for c in stmts[0].children):
         return [], None
     var_node = decls[0].child_by_field_name("declarator")
     value = decls[0].child_by_field_name("value")
     if var_node is None or value is None or var_node.type != "identifier":
         return [], None
     var, idx = _t(var_node), _t(value)
-    if not ("blockIdx.x" in idx and "threadIdx.x" in idx) or re.search(r"\b(blockIdx|threadIdx)\.[yz]\b", idx):
+    flat = re.sub(r"\s+", " ", idx).strip()
+    if not any(p.match(flat) for p in _ONE_ITEM_INDEX):     # exactly one item a thread, in order
         return [], None
     type_text = source.encode("utf-8")[stmts[0].start_byte:decls[0].start_byte].decode("utf-8").strip()
+    type_text = re.sub(r"\bconst\b\s*", "", type_text)    # the loop moves it
     cond = stmts[1]
     if cond.type != "if_statement" or cond.child_by_field_name("alternative") is not None:
         return [], None
     ctext = re.sub(r"\s+", " ", _t(cond.child_by_field_name("condition"))).strip()
     lt = re.fullmatch(rf"\(\s*{re.escape(var)}\s*<\s*(.+?)\s*\)", ctext)
     ge = re.fullmatch(rf"\(\s*{re.escape(var)}\s*>=\s*(.+?)\s*\)", ctext)
+    limit = (lt or ge).group(1) if (lt or ge) else ""
+    if not limit or re.search(r"&&|\|\||\?|,|[<>=!]", limit):      # one comparison, nothing more
+        return [], None
     consequence = cond.child_by_field_name("consequence")
     if lt and len(stmts) == 2:
-        limit, rest = lt.group(1), _t(consequence)
+        rest = _t(consequence)
     elif ge and re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(consequence).strip()) and len(stmts) > 2:
-        limit = ge.group(1)
-        rest = "{\n" + "".join("        " + _t(s) + "\n" for s in stmts[2:]) + "    }"
+        data = source.encode("utf-8")           # everything after the guard, its comments too
+        rest = "{" + data[stmts[1].end_byte:body.end_byte - 1].decode("utf-8").rstrip() + "\n    }"
     else:
         return [], None
     why = _coarsen_blocker(rest, var, source)
     if why:
         return [], f"not coarsened: the loop body {why}"
-    name = next((n for n in ITEMS_NAMES if n not in info.constants and not re.search(rf"\b{n}\b", source)), None)
+    name = _free_name(ITEMS_NAMES, info, source)
     if name is None:
         return [], "not coarsened: no free name for the items per thread"
     loop = f"for ({type_text} {var} = {idx}; {var} < {limit}; {var} += blockDim.x * gridDim.x) {rest.strip()}"
     new_body = "{\n    " + loop + "\n}"
     text = _splice(source, [(body.start_byte, body.end_byte, new_body)])
-    new_grid = (f"cdiv({m.group(1)}, ({m.group(2)}) * {name})",)
+    new_grid = (f"cdiv({cd[0]}, ({cd[1]}) * {name})",)
     line = (f"// optiml:launch {{grid = {_toml_dims(new_grid)}, block = {_toml_dims(block)}, "
             f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
-    if info.launch is not None:
-        lines = text.splitlines(keepends=True)
-        lines[info.launch.line - 1] = line + "\n"
-        text = f"#define {name} {items}\n" + "".join(lines)
-    else:
-        text = f"#define {name} {items}\n{line}\n{text}"
+    text = _with_launch(text, [f"#define {name} {items}"], line)
     return [Transform("coarsen", text, f"grid-stride loop, {name} = {items}",
                       f"one item per thread: a grid-stride loop with {items} items per thread ({name}, then "
                       f"tuned) launches {items}x fewer blocks and amortises each thread's index arithmetic.",
@@ -651,8 +695,15 @@ def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tu
 
 def _coarsen_blocker(body: str, var: str, source: str) -> str | None:
     """Why ``body`` cannot run in a loop over ``var`` (None: it can)."""
-    if re.search(r"\b(__syncthreads|__syncwarp|__shfl\w*|cooperative_groups|grid\.sync)\b", body):
-        return "synchronises threads (a loop would change who meets whom)"
+    if re.search(r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
+                 r"__reduce\w*|__match\w*|cooperative_groups)\b|_sync\s*\(|\bcg::|\.sync\s*\(", body):
+        return "synchronises threads or works across a warp (a loop would change who meets whom)"
+    if re.search(r"\b(blockIdx|threadIdx|blockDim|gridDim)\b", body):
+        return "uses the thread's place in the grid (a thread now does several items)"
+    device_fns = set(re.findall(r"__device__[^;{(]*?\b(\w+)\s*\(", source))
+    called = {f for f in device_fns if re.search(rf"\b{re.escape(f)}\s*\(", body)}
+    if called:
+        return f"calls {', '.join(sorted(called))}, whose body is not checked"
     if re.search(r"\breturn\b", body):
         return "returns early"
     if re.search(r"\b(break|continue|goto)\b", body):
