@@ -217,3 +217,13 @@ def test_the_coarsened_loop_keeps_a_const_index_and_the_comments(tmp_path):
     assert out.startswith("#include <cuda_fp16.h>\n#define OPTIML_ITEMS_PER_THREAD 4\n")
     assert parse_source(out).launch.grid == ("cdiv(min(n, 1 << 30), (256) * OPTIML_ITEMS_PER_THREAD)",)
     assert compiles(tmp_path, out)
+
+
+def test_a_rewrite_that_raises_costs_its_proposal_not_the_run(monkeypatch):
+    import optiml.edits.transforms as tr
+
+    def boom(*a, **k):
+        raise IndexError("a bug")
+    monkeypatch.setattr(tr, "tie_block_literal", boom)
+    edits = {t.edit for t in tr.all_transforms(SOFTMAX, "softmax", launch=(("R",), (1024,), 0))}
+    assert edits and not any(e.startswith("knob") for e in edits)

@@ -428,8 +428,15 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
     ``launch``: the spec's (grid, block, shared_mem), for a literal block to become a knob."""
     out = []
     out += tune_constants(source, entry) if auto_tune else []
-    out += tie_block_literal(source, entry, launch)[0] if auto_tune else []
-    out += grid_stride(source, entry, launch)[0] if auto_tune else []
+    if auto_tune:
+        for rewrite in (tie_block_literal, grid_stride):
+            try:
+                out += rewrite(source, entry, launch)[0]
+            except Exception as e:          # a bug in a rewrite costs its proposal, not the run
+                from loguru import logger
+
+                logger.warning("the {} rewrite failed on this source ({}: {}); skipped", rewrite.__name__,
+                               type(e).__name__, e)
     out += pad_shared(source)
     out += add_restrict(source, entry)
     out += add_const(source, entry)
