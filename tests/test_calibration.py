@@ -156,6 +156,10 @@ def test_optimize_line_gives_fraction_bound_peaks_and_baseline(tmp_path):
     plain = OptimizeResult(7, 3, "", (), {k: v for k, v in FINAL.items() if k not in ("speed_of_light", "baseline")},
                            tmp_path / "k.optiml.cu")
     assert "speed of light" not in plain.line() and "baseline" not in plain.line()
+    # the library faster than the best kernel: said plainly
+    slower = dict(FINAL, baseline=dict(FINAL["baseline"], median_ms=0.5))
+    assert "4.00x slower than the baseline torch.matmul (0.5000 ms)" in OptimizeResult(
+        7, 3, "", (), slower, tmp_path / "k.optiml.cu").line()
 
 
 def test_speed_of_light_figure_from_spec_counts(tmp_path):
