@@ -227,3 +227,45 @@ def test_a_rewrite_that_raises_costs_its_proposal_not_the_run(monkeypatch):
     monkeypatch.setattr(tr, "tie_block_literal", boom)
     edits = {t.edit for t in tr.all_transforms(SOFTMAX, "softmax", launch=(("R",), (1024,), 0))}
     assert edits and not any(e.startswith("knob") for e in edits)
+
+
+# -- vectorized access: float4 loads and stores with an aligned guard and a scalar tail ------------
+from optiml.edits.transforms import vectorize_float4  # noqa: E402
+
+AXPY = """#include <cuda_runtime.h>
+__global__ void axpy(const float* __restrict__ x, float* y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i]; y[i] += a * v; }
+}
+"""
+
+
+@pytest.mark.parametrize("src, entry", [(AXPY, "axpy"), (RELU, "relu"), (ELEMENTWISE, "scale")])
+def test_an_elementwise_float_kernel_gets_float4_loads_and_stores(tmp_path, src, entry):
+    ts, why = vectorize_float4(src, entry, (("cdiv(n, 256)",), (256,), 0))
+    assert why is None and len(ts) == 1 and ts[0].kind == "vectorize"
+    out = ts[0].source
+    assert "reinterpret_cast<const float4*>(x)[optiml_v]" in out and "& 15) == 0" in out
+    assert out.count("for (") == 3                            # the vector loop, its tail, the unaligned loop
+    assert parse_source(out).launch.grid == ("cdiv(n, (256) * 4)",)
+    assert compiles(tmp_path, out)
+
+
+def test_the_axpy_lanes_read_and_write_their_own_component():
+    out = vectorize_float4(AXPY, "axpy", (("cdiv(n, 256)",), (256,), 0))[0][0].source
+    for c in "xyzw":
+        assert f"{{ {{ float v = optiml_x.{c}; optiml_y.{c} += a * v; }} }}" in out
+    assert "float4 optiml_y = reinterpret_cast<const float4*>(y)[optiml_v];" in out      # += reads y
+    assert "reinterpret_cast<float4*>(y)[optiml_v] = optiml_y;" in out and "float4*>(x)[optiml_v] =" not in out
+
+
+@pytest.mark.parametrize("body, said", [
+    ("    if (i < n) y[i] = x[i] * i;\n", "uses i as a value"),
+    ("    if (i < n) y[i] = x[i + 1];\n", "x[i + 1] is not x[i]"),
+    ("    if (i < n) y[i] = x[i] + (float)m[i];\n", "touches m, which is not a float array"),
+])
+def test_a_body_that_is_not_elementwise_on_floats_is_not_vectorized(body, said):
+    src = ("__global__ void k(const float* x, float* y, const int* m, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n" + body + "}\n")
+    ts, why = vectorize_float4(src, "k", (("cdiv(n, 256)",), (256,), 0))
+    assert ts == [] and said in why

@@ -17,7 +17,7 @@ from .transforms import Transform, all_transforms
 from .types import Attempt, NodeView, Proposal
 
 # base priors by transform kind, before the profile adjusts them
-BASE = {"tune": 0.5, "knob": 0.6, "coarsen": 0.4, "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
+BASE = {"tune": 0.5, "knob": 0.6, "coarsen": 0.4, "vectorize": 0.4, "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
         "launch_bounds": 0.25, "flag": 0.2}
 
 

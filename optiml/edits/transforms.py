@@ -28,7 +28,7 @@ _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
 
 @dataclass(frozen=True)
 class Transform:
-    kind: str                    # tune | knob | coarsen | pad | restrict | const | unroll | launch_bounds | flag
+    kind: str                    # tune | knob | coarsen | vectorize | pad | restrict | const | unroll | launch_bounds | flag
     source: str
     edit: str
     rationale: str
@@ -429,7 +429,7 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
     out = []
     out += tune_constants(source, entry) if auto_tune else []
     if auto_tune:
-        for rewrite in (tie_block_literal, grid_stride):
+        for rewrite in (tie_block_literal, grid_stride, vectorize_float4):
             try:
                 out += rewrite(source, entry, launch)[0]
             except Exception as e:          # a bug in a rewrite costs its proposal, not the run
@@ -622,6 +622,67 @@ _ONE_ITEM_INDEX = [re.compile(rf"^{a}\s*\*\s*{b}\s*\+\s*threadIdx\.x$|^threadIdx
                                 (r"(\(\s*\w+(\s+\w+)?\s*\)\s*)?blockDim\.x", r"(\(\s*\w+(\s+\w+)?\s*\)\s*)?blockIdx\.x"))]
 
 
+def _one_item(source: str, entry: str, launch):
+    """The parts of a one-item 1-D kernel (see :func:`grid_stride`) as a dict, or (None, why not)."""
+    if launch is None:
+        return None, None
+    info = parse_source(source)
+    grid, block, smem = launch
+    if info.launch is not None:
+        grid = info.launch.grid or grid
+        block = info.launch.block or block
+        smem = info.launch.shared_mem if info.launch.shared_mem is not None else smem
+    if not grid or len(grid) != 1:
+        return None, None
+    cd = _cdiv_parts(grid[0])
+    if cd is None:
+        return None, None
+    root = _tree(source)
+    fn, _ = _entry_def(root, entry)
+    if fn is None:
+        return None, None
+    body = fn.child_by_field_name("body")
+    stmts = [c for c in body.named_children if c.type != "comment"]
+    if len(stmts) < 2 or stmts[0].type != "declaration":
+        return None, None
+    decls = [d for d in stmts[0].named_children if d.type == "init_declarator"]
+    if len(decls) != 1 or any(c.type == "," for c in stmts[0].children):
+        return None, None
+    var_node = decls[0].child_by_field_name("declarator")
+    value = decls[0].child_by_field_name("value")
+    if var_node is None or value is None or var_node.type != "identifier":
+        return None, None
+    var, idx = _t(var_node), _t(value)
+    flat = re.sub(r"\s+", " ", idx).strip()
+    if not any(p.match(flat) for p in _ONE_ITEM_INDEX):     # exactly one item a thread, in order
+        return None, None
+    type_text = source.encode("utf-8")[stmts[0].start_byte:decls[0].start_byte].decode("utf-8").strip()
+    type_text = re.sub(r"\bconst\b\s*", "", type_text)    # the loop moves it
+    cond = stmts[1]
+    if cond.type != "if_statement" or cond.child_by_field_name("alternative") is not None:
+        return None, None
+    ctext = re.sub(r"\s+", " ", _t(cond.child_by_field_name("condition"))).strip()
+    lt = re.fullmatch(rf"\(\s*{re.escape(var)}\s*<\s*(.+?)\s*\)", ctext)
+    ge = re.fullmatch(rf"\(\s*{re.escape(var)}\s*>=\s*(.+?)\s*\)", ctext)
+    limit = (lt or ge).group(1) if (lt or ge) else ""
+    if not limit or re.search(r"&&|\|\||\?|,|[<>=!]", limit):      # one comparison, nothing more
+        return None, None
+    consequence = cond.child_by_field_name("consequence")
+    if lt and len(stmts) == 2:
+        rest = _t(consequence)
+    elif ge and re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(consequence).strip()) and len(stmts) > 2:
+        data = source.encode("utf-8")           # everything after the guard, its comments too
+        rest = "{" + data[stmts[1].end_byte:body.end_byte - 1].decode("utf-8").rstrip() + "\n    }"
+    else:
+        return None, None
+    why = _coarsen_blocker(rest, var, source)
+    if why:
+        return None, f"not coarsened: the loop body {why}"
+    rest_range = (consequence.start_byte, consequence.end_byte) if lt else (stmts[1].end_byte, body.end_byte - 1)
+    return dict(info=info, grid=grid, block=block, smem=smem, cd=cd, body=body, var=var, idx=idx, limit=limit,
+                rest=rest, type_text=type_text, fn=fn, rest_range=rest_range), None
+
+
 def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tuple[list[Transform], str | None]:
     """Thread coarsening for a 1-D index kernel: ``T i = <blockIdx.x, threadIdx.x...>;`` followed by
     ``if (i < LIMIT) BODY`` (or ``if (i >= LIMIT) return; BODY...``) and nothing else becomes a
@@ -630,60 +691,11 @@ def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tu
     each thread does ITEMS_PER_THREAD items, a constant the tuning moves. A grid-stride loop covers
     every index once whatever the grid, so the rewrite is right for any value. Refused (with the
     reason) where the body synchronises, returns, breaks, uses shared memory or changes the index."""
-    if launch is None:
-        return [], None
-    info = parse_source(source)
-    grid, block, smem = launch
-    if info.launch is not None:
-        grid = info.launch.grid or grid
-        block = info.launch.block or block
-        smem = info.launch.shared_mem if info.launch.shared_mem is not None else smem
-    if not grid or len(grid) != 1:
-        return [], None
-    cd = _cdiv_parts(grid[0])
-    if cd is None:
-        return [], None
-    root = _tree(source)
-    fn, _ = _entry_def(root, entry)
-    if fn is None:
-        return [], None
-    body = fn.child_by_field_name("body")
-    stmts = [c for c in body.named_children if c.type != "comment"]
-    if len(stmts) < 2 or stmts[0].type != "declaration":
-        return [], None
-    decls = [d for d in stmts[0].named_children if d.type == "init_declarator"]
-    if len(decls) != 1 or any(c.type == "," for c in stmts[0].children):
-        return [], None
-    var_node = decls[0].child_by_field_name("declarator")
-    value = decls[0].child_by_field_name("value")
-    if var_node is None or value is None or var_node.type != "identifier":
-        return [], None
-    var, idx = _t(var_node), _t(value)
-    flat = re.sub(r"\s+", " ", idx).strip()
-    if not any(p.match(flat) for p in _ONE_ITEM_INDEX):     # exactly one item a thread, in order
-        return [], None
-    type_text = source.encode("utf-8")[stmts[0].start_byte:decls[0].start_byte].decode("utf-8").strip()
-    type_text = re.sub(r"\bconst\b\s*", "", type_text)    # the loop moves it
-    cond = stmts[1]
-    if cond.type != "if_statement" or cond.child_by_field_name("alternative") is not None:
-        return [], None
-    ctext = re.sub(r"\s+", " ", _t(cond.child_by_field_name("condition"))).strip()
-    lt = re.fullmatch(rf"\(\s*{re.escape(var)}\s*<\s*(.+?)\s*\)", ctext)
-    ge = re.fullmatch(rf"\(\s*{re.escape(var)}\s*>=\s*(.+?)\s*\)", ctext)
-    limit = (lt or ge).group(1) if (lt or ge) else ""
-    if not limit or re.search(r"&&|\|\||\?|,|[<>=!]", limit):      # one comparison, nothing more
-        return [], None
-    consequence = cond.child_by_field_name("consequence")
-    if lt and len(stmts) == 2:
-        rest = _t(consequence)
-    elif ge and re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(consequence).strip()) and len(stmts) > 2:
-        data = source.encode("utf-8")           # everything after the guard, its comments too
-        rest = "{" + data[stmts[1].end_byte:body.end_byte - 1].decode("utf-8").rstrip() + "\n    }"
-    else:
-        return [], None
-    why = _coarsen_blocker(rest, var, source)
-    if why:
-        return [], f"not coarsened: the loop body {why}"
+    parts, why = _one_item(source, entry, launch)
+    if parts is None:
+        return [], why
+    info, block, smem, cd, body = parts["info"], parts["block"], parts["smem"], parts["cd"], parts["body"]
+    var, idx, limit, rest, type_text = parts["var"], parts["idx"], parts["limit"], parts["rest"], parts["type_text"]
     name = _free_name(ITEMS_NAMES, info, source)
     if name is None:
         return [], "not coarsened: no free name for the items per thread"
@@ -720,3 +732,95 @@ def _coarsen_blocker(body: str, var: str, source: str) -> str | None:
     if re.search(rf"(\b{re.escape(var)}\s*(=[^=]|\+=|-=|\*=|/=|\+\+|--))|((\+\+|--)\s*{re.escape(var)}\b)", body):
         return f"changes {var}"
     return None
+
+
+# ----------------------------------------------------------------------------- vectorized access
+_LANES = "xyzw"
+
+
+def vectorize_float4(source: str, entry: str = "", launch=None) -> tuple[list[Transform], str | None]:
+    """Vectorized global loads and stores for a one-item 1-D kernel (:func:`grid_stride`'s form) whose
+    body touches float arrays only as ``A[i]``: each thread takes four consecutive items a step,
+    one ``float4`` load per array read and one store per array written, the body run once a lane;
+    a scalar loop does the tail, and the whole scalar loop runs instead when a pointer is not 16-byte
+    aligned. Both are grid-stride loops, so the launch's ``cdiv(X, B)`` grid is divided by 4. Refused
+    where the body uses the index as a value, indexes a float array otherwise, or touches an array
+    of another type."""
+    parts, why = _one_item(source, entry, launch)
+    if parts is None:
+        return [], why and why.replace("not coarsened", "not vectorized")
+    fn, var, limit, idx, type_text = parts["fn"], parts["var"], parts["limit"], parts["idx"], parts["type_text"]
+    rs, re_ = parts["rest_range"]
+    fdecl = function_declarator(fn)
+    floats = {name for name, _, ptr, param in _params(fdecl) if ptr is not None and
+              re.sub(r"\b(const|__restrict__|restrict)\b", "", _t(param).split("*")[0]).split() == ["float"]}
+    pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
+    reads, writes, edits, index_uses = [], [], [], 0
+    for n in _walk(fn):
+        if not (rs <= n.start_byte < re_):
+            continue
+        if n.type == "subscript_expression":
+            arg, ix = n.child_by_field_name("argument"), n.child_by_field_name("indices")
+            name = _t(arg) if arg is not None else ""
+            if name not in pointers:
+                continue
+            if name not in floats:
+                return [], f"not vectorized: the body touches {name}, which is not a float array"
+            if ix is None or _t(ix).strip()[1:-1].strip() != var:
+                return [], f"not vectorized: {_t(n)} is not {name}[{var}]"
+            index_uses += 1
+            parent = n.parent
+            written = parent is not None and parent.type == "assignment_expression" and \
+                parent.child_by_field_name("left") is not None and parent.child_by_field_name("left").id == n.id
+            op = _t(parent.child_by_field_name("operator")) if written else ""
+            if written:
+                writes.append(name)
+            if not written or op != "=":
+                reads.append(name)
+            edits.append((n.start_byte - rs, n.end_byte - rs, name))
+        elif n.type == "identifier" and _t(n) == var:
+            index_uses -= 1
+    if not edits:
+        return [], None
+    if index_uses != 0:
+        return [], f"not vectorized: the body uses {var} as a value"
+    region = source.encode("utf-8")[rs:re_]
+    lanes = []
+    for c in _LANES:
+        data = region
+        for start, end, name in sorted(edits, reverse=True):
+            data = data[:start] + f"optiml_{name}.{c}".encode() + data[end:]
+        lanes.append("{ " + data.decode("utf-8").strip() + " }")
+    arrays = list(dict.fromkeys(reads + writes))
+    loads = "".join(f"            float4 optiml_{a} = reinterpret_cast<const float4*>({a})[optiml_v];\n" if a in reads
+                    else f"            float4 optiml_{a};\n" for a in arrays)
+    stores = "".join(f"            reinterpret_cast<float4*>({a})[optiml_v] = optiml_{a};\n"
+                     for a in dict.fromkeys(writes))
+    aligned = " | ".join(f"reinterpret_cast<size_t>({a})" for a in arrays)
+    rest = parts["rest"].strip()
+    new_body = (
+        "{\n"
+        "    const size_t optiml_stride = (size_t)blockDim.x * gridDim.x;\n"
+        "    const size_t optiml_first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        f"    if ((({aligned}) & 15) == 0) {{      // 16-byte aligned: four items a step\n"
+        f"        const size_t optiml_vectors = (size_t)({limit}) / 4;\n"
+        "        for (size_t optiml_v = optiml_first; optiml_v < optiml_vectors; optiml_v += optiml_stride) {\n"
+        f"{loads}"
+        + "".join(f"            {lane}\n" for lane in lanes) +
+        f"{stores}"
+        "        }\n"
+        f"        for ({type_text} {var} = optiml_vectors * 4 + optiml_first; {var} < {limit}; {var} += optiml_stride) {rest}\n"
+        "    } else {\n"
+        f"        for ({type_text} {var} = {idx}; {var} < {limit}; {var} += optiml_stride) {rest}\n"
+        "    }\n"
+        "}")
+    text = _splice(source, [(parts["body"].start_byte, parts["body"].end_byte, new_body)])
+    cd, block, smem = parts["cd"], parts["block"], parts["smem"]
+    line = (f"// optiml:launch {{grid = {_toml_dims((f'cdiv({cd[0]}, ({cd[1]}) * 4)',))}, block = {_toml_dims(block)}, "
+            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+    text = _with_launch(text, [], line)
+    return [Transform("vectorize", text, "float4 loads and stores",
+                      f"the body reads {', '.join(dict.fromkeys(reads)) or 'nothing'} and writes "
+                      f"{', '.join(dict.fromkeys(writes)) or 'nothing'} one float at a time; four a step "
+                      f"(float4, 16-byte transactions) cut the load and store instructions by four.", hint=0.8)], None
+
