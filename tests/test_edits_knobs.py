@@ -246,6 +246,7 @@ def test_an_elementwise_float_kernel_gets_float4_loads_and_stores(tmp_path, src,
     assert why is None and len(ts) == 1 and ts[0].kind == "vectorize"
     out = ts[0].source
     assert "reinterpret_cast<const float4*>(x)[optiml_v]" in out and "& 15) == 0" in out
+    assert "(n) > 0 ? (size_t)(n) / 4 : 0" in out                # a negative count is no work, as before
     assert out.count("for (") == 3                            # the vector loop, its tail, the unaligned loop
     assert parse_source(out).launch.grid == ("cdiv(n, (256) * 4)",)
     assert compiles(tmp_path, out)

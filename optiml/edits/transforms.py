@@ -803,7 +803,7 @@ def vectorize_float4(source: str, entry: str = "", launch=None) -> tuple[list[Tr
         "    const size_t optiml_stride = (size_t)blockDim.x * gridDim.x;\n"
         "    const size_t optiml_first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
         f"    if ((({aligned}) & 15) == 0) {{      // 16-byte aligned: four items a step\n"
-        f"        const size_t optiml_vectors = (size_t)({limit}) / 4;\n"
+        f"        const size_t optiml_vectors = ({limit}) > 0 ? (size_t)({limit}) / 4 : 0;\n"
         "        for (size_t optiml_v = optiml_first; optiml_v < optiml_vectors; optiml_v += optiml_stride) {\n"
         f"{loads}"
         + "".join(f"            {lane}\n" for lane in lanes) +
