@@ -114,3 +114,35 @@ def test_the_function_is_timed_as_a_kernel_alone_is(tmp_path):
     timed = calls[3:-1]
     assert all(log[i - 1] == "flush" and log[i - 2] == "reset" for i in timed)   # cold L2, outputs poisoned
     assert log.count("write") == 1 and log[-1] == "write"      # only the checked call's result is copied in
+
+
+def test_a_fault_while_timing_frees_every_input_set(tmp_path, monkeypatch):
+    """A launch error in the timed calls is a KernelFault, and no input set is left allocated (set 0
+    goes to the caller only with a timing)."""
+    import optiml.verify.gpu_timing as gt
+    from optiml.spec import Launch
+    from optiml.verify.gpu import KernelFault
+
+    made, freed = [], []
+    real_new = gt._new_case
+    monkeypatch.setattr(gt, "_new_case", lambda *a, **k: made.append(real_new(*a, **k)) or made[-1])
+    monkeypatch.setattr(gt, "_free", lambda gpu, thing: freed.append(thing))
+    spec = load(tmp_path)
+    spec = dataclasses.replace(spec, timing=dataclasses.replace(spec.timing, warmup_ms=0.0))
+    kb = KernelBinary("seed", "k", (Launch((1, 1, 1), (128, 1, 1), 0),) * 3)
+    gpu = FakeGpu({"seed": 1.0})
+    fn = FakeFunction(gpu.drv, 0.25)
+    calls = {"n": 0}
+    real_fn = fn.fn
+
+    def faulty(**kw):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise gpu.drv.Error("an illegal memory access")
+        return real_fn(**kw)
+    fn.fn = faulty
+    job = HarnessJob(spec=spec, candidate=kb, reference=None, cases=(Case(0, 5),),
+                     function=FunctionRef("torch", "f.py", "f"))
+    with pytest.raises(KernelFault):
+        gt.time_function(gpu, job, lambda text: None, fn)
+    assert made and all(any(c is f for f in freed) for c in made)

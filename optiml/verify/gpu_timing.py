@@ -58,6 +58,7 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
             drv.memset_d32_async(flush, pattern & 0xFFFF, flush_words, gpu.stream)
 
     clocks = None
+    done = False
     try:
         stage(f"timing: warm-up at sizes {sizes}")
         start, end = drv.Event(), drv.Event()
@@ -93,10 +94,11 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
             reset(0)                          # set 0 holds whichever kernel ran last: once more
             _launch(gpu, kernels[0][0], kernels[0][1], args[0])
             gpu.stream.synchronize()
+        done = True
     except drv.Error as e:
         raise KernelFault(str(e)) from None
     finally:
-        for s in sets[1:]:
+        for s in (sets[1:] if done else sets):        # set 0 goes to the caller only with the timings
             _free(gpu, s)
         for p in pristine:
             for b in p.values():
@@ -267,6 +269,7 @@ def time_function(gpu: Gpu, job: HarnessJob, stage: Stage, fn, seed0: int | None
             if check:
                 fn.write(spec, result, outs)
 
+    done = False
     try:
         stage(f"timing the baseline: warm-up at sizes {sizes}")
         start, end = drv.Event(), drv.Event()
@@ -285,10 +288,11 @@ def time_function(gpu: Gpu, job: HarnessJob, stage: Stage, fn, seed0: int | None
         prepare(0, 0)                 # set 0 as one more call leaves it: what the check compares
         run(0, check=True)
         gpu.stream.synchronize()
+        done = True
     except drv.Error as e:
         raise KernelFault(str(e)) from None
     finally:
-        for s in sets[1:]:
+        for s in (sets[1:] if done else sets):        # set 0 goes to the caller only with the timing
             _free(gpu, s)
         for p in pristine:
             for b in p.values():

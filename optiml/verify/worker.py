@@ -175,6 +175,10 @@ def _reference_failure(result: HarnessResult, sizes: dict, e: Exception) -> None
         result.message = f"the Python reference failed at sizes {sizes}: {type(e).__name__}: {e}"
 
 
+class _Unloadable(Exception):
+    """A baseline function that could not be loaded (its cause is why)."""
+
+
 def _missing(e: Exception) -> bool:
     from .frameworks import FrameworkMissing
 
@@ -319,7 +323,10 @@ def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, 
     reference's outputs at the timing size stay in ``keep["timing_ref"]``."""
     if job.function is not None:           # a [baseline]: its function in the candidate's place
         f = job.function
-        cand = _device_function(gpu, f.framework, f.path, f.name)
+        try:
+            cand = _device_function(gpu, f.framework, f.path, f.name)
+        except Exception as e:             # its framework or its file: the baseline's failure, said as such
+            raise _Unloadable(e) from e
     else:
         _, cand = gpu.load(job.candidate, job.spec)
     buffers = DeviceCasePair if gpu.ops is not None else HostCase
@@ -385,11 +392,8 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
                     return result
                 try:
                     ok = verify(gpu, job, stage, result, ref, keep)
-                except gpu.drv.Error:
-                    raise
-                except Exception as e:     # the baseline's function does not load (its framework, its file)
-                    if job.function is None:
-                        raise
+                except _Unloadable as u:    # the baseline's function does not load (its framework, its file)
+                    e = u.__cause__
                     result.status = Status.RUNTIME_ERROR
                     result.message = f"could not load the baseline: {e}" if not _missing(e) else f"{e}."
                     return result
