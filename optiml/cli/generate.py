@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..app.generate import GenerateOptions, run_generate
-from .options import arch_option, db_option, timeout_option
+from .options import SearchProgress, arch_option, db_option, timeout_option
 
 PROPOSERS = ("rules", "llm", "mixed")
 
@@ -67,47 +67,23 @@ def generate(spec: Path | None, describe: str | None, strategies: int, then_opti
                            llm_base_url=llm_base_url, llm_timeout_s=llm_timeout, profile=not no_profile, db=db_path,
                            arch=arch, timeout_s=timeout, gpus=gpus, parallel=parallel, build_jobs=build_jobs,
                            cluster=cluster, output=output, sanitize=sanitize)
-    said = (click.get_current_context().obj or {}) if click.get_current_context(silent=True) else {}
-    quiet, verbose = bool(said.get("quiet")), int(said.get("verbose") or 0)
-    lines = not quiet and (verbose > 0 or not sys.stderr.isatty())
-    show_bar = not quiet and not lines
-    bar = None
+    progress = SearchProgress(over="the slowest strategy")
 
     def on_event(e) -> None:
-        if not quiet:
+        if not progress.quiet:
             click.echo(e.text, err=True)
-
-    def on_candidate(f) -> None:
-        if lines:
-            click.echo(f.line(), err=True)
-
-    def on_progress(done: int, total: int, speedup: float | None) -> None:
-        nonlocal bar
-        if not show_bar:
-            return
-        if bar is None:
-            bar = click.progressbar(length=total, label="optimizing", show_pos=True, file=sys.stderr)
-            bar.__enter__()
-        bar.label = "optimizing" + (f" (best {speedup:.2f}x over the slowest strategy)" if speedup else "")
-        bar.update(done - bar.pos)
-
-    def on_search_end() -> None:
-        nonlocal bar
-        if bar is not None:
-            bar.__exit__(None, None, None)
-            bar = None
 
     from ..app.optimize import Interrupted
 
     try:
-        result = run_generate(opts, on_event, on_progress, on_search_end, on_candidate)
+        result = run_generate(opts, on_event, progress.on_progress, progress.on_search_end, progress.on_candidate)
     except Interrupted as e:
-        on_search_end()
+        progress.on_search_end()
         click.echo(f"interrupted: run {e.run_id} is kept in {db_path}; continue it with "
                    f"optiml generate --resume {e.run_id} --db {db_path}", err=True)
         sys.exit(130)
     finally:
-        on_search_end()
+        progress.on_search_end()
     for o in result.strategies:
         click.echo(o.line())
     click.echo(result.line())

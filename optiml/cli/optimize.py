@@ -8,7 +8,7 @@ import click
 
 from ..app.optimize import OptimizeOptions, run_optimize
 
-from .options import arch_option, db_option, spec_option, timeout_option
+from .options import SearchProgress, arch_option, db_option, spec_option, timeout_option
 
 PROPOSERS = ("rules", "llm", "mixed")
 
@@ -67,45 +67,19 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
                            profile=not no_profile, db=db_path, arch=arch, timeout_s=timeout, gpus=gpus,
                            parallel=parallel, build_jobs=build_jobs, cluster=cluster, output=output,
                            sanitize=sanitize)
-    bar = None
-    said = (click.get_current_context().obj or {}) if click.get_current_context(silent=True) else {}
-    quiet, verbose = bool(said.get("quiet")), int(said.get("verbose") or 0)
-    # a line per finished candidate at -v and whenever stderr is not a terminal (CI logs, nohup);
-    # the bar only on a terminal, and nothing of either with -q
-    lines = not quiet and (verbose > 0 or not sys.stderr.isatty())
-    show_bar = not quiet and not lines
-
-    def on_candidate(f) -> None:
-        if lines:
-            click.echo(f.line(), err=True)
-
-    def on_progress(done: int, total: int, speedup: float | None) -> None:
-        nonlocal bar
-        if not show_bar:
-            return
-        if bar is None:
-            bar = click.progressbar(length=total, label="optimizing", show_pos=True, file=sys.stderr)
-            bar.__enter__()
-        bar.label = "optimizing" + (f" (best {speedup:.2f}x)" if speedup else "")
-        bar.update(done - bar.pos)
-
-    def on_search_end() -> None:
-        nonlocal bar
-        if bar is not None:
-            bar.__exit__(None, None, None)
-            bar = None
+    progress = SearchProgress()
 
     from ..app.optimize import Interrupted
 
     try:
-        result = run_optimize(opts, on_progress, on_search_end, on_candidate)
+        result = run_optimize(opts, progress.on_progress, progress.on_search_end, progress.on_candidate)
     except Interrupted as e:
-        on_search_end()
+        progress.on_search_end()
         click.echo(f"interrupted: run {e.run_id} is kept in {db_path}; continue it with "
                    f"optiml optimize --resume {e.run_id} --db {db_path}", err=True)
         sys.exit(130)
     finally:
-        on_search_end()
+        progress.on_search_end()
     click.echo(summary_line(result))
     click.echo(sanitize_line(result.final, result.sanitize))
     click.echo(f"see why: optiml show {result.run_id} --db {db_path}")

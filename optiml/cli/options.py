@@ -1,6 +1,7 @@
 """Options and helpers the commands share, each declared once."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -37,3 +38,36 @@ def open_store(db_path: Path):
     from ..traces.store import TraceStore
 
     return TraceStore(db_path, read_only=True)
+
+
+class SearchProgress:
+    """What a search shows on stderr, for ``optimize`` and ``generate`` alike: a line per finished
+    candidate at -v and whenever stderr is not a terminal (CI logs, nohup), the bar only on a
+    terminal, and nothing of either with -q. ``over``: what the bar's speedup is over, if not the seed."""
+
+    def __init__(self, over: str = ""):
+        said = (click.get_current_context().obj or {}) if click.get_current_context(silent=True) else {}
+        self.quiet, verbose = bool(said.get("quiet")), int(said.get("verbose") or 0)
+        self.lines = not self.quiet and (verbose > 0 or not sys.stderr.isatty())
+        self.show_bar = not self.quiet and not self.lines
+        self.over = f" over {over}" if over else ""
+        self.bar = None
+
+    def on_candidate(self, f) -> None:
+        if self.lines:
+            click.echo(f.line(), err=True)
+
+    def on_progress(self, done: int, total: int, speedup: float | None) -> None:
+        if not self.show_bar:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="optimizing", show_pos=True, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.label = "optimizing" + (f" (best {speedup:.2f}x{self.over})" if speedup else "")
+        self.bar.update(done - self.bar.pos)
+
+    def on_search_end(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
