@@ -30,33 +30,10 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
     tcfg = spec.timing
     sizes = spec.timing_sizes
     kernels = [(gpu.load(kb, spec)[1], kb.launches[0]) for kb in binaries]
-    base_seed = timing_seed(job)
     stage(f"timing: preparing input sets at sizes {sizes}")
-    sets = [_new_case(gpu, spec, sizes, base_seed if seed0 is None else seed0, job.candidate.constants)]
-    set_bytes = sum(sets[0].nbytes(n) for n in sets[0].bufs)
-    n_sets = 1
-    if set_bytes < gpu.l2_bytes:  # inputs fit in L2: rotate among several sets
-        n_sets = int(min(8, max(2, math.ceil(2 * gpu.l2_bytes / max(set_bytes, 1)))))
-    sets += [_new_case(gpu, spec, sizes, base_seed + i, job.candidate.constants) for i in range(1, n_sets)]
-    restored = [a.name for a in spec.args if a.role in ("inout", "output")]   # before each launch: inputs, poison
-    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.nbytes(n)) for n in restored} for s in sets]
+    ins = _InputSets(gpu, job, seed0)
+    sets, n_sets, reset, prepare = ins.sets, ins.n, ins.reset, ins.prepare
     args = [s.args() for s in sets]
-    flush = None
-    flush_words = 0
-    if tcfg.flush_l2:
-        flush_words = max(1, (2 * gpu.l2_bytes) // 4)
-        flush = drv.mem_alloc(flush_words * 4)
-
-    def reset(i):
-        for n in restored:
-            drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].nbytes(n), gpu.stream)
-
-    def prepare(i, pattern):
-        """Input set ``i`` as it was, and (after the reset) a cold L2 for the next launch."""
-        reset(i)
-        if flush is not None:
-            drv.memset_d32_async(flush, pattern & 0xFFFF, flush_words, gpu.stream)
-
     clocks = None
     done = False
     try:
@@ -98,15 +75,58 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
     except drv.Error as e:
         raise KernelFault(str(e)) from None
     finally:
-        for s in (sets[1:] if done else sets):        # set 0 goes to the caller only with the timings
-            _free(gpu, s)
-        for p in pristine:
-            for b in p.values():
-                _free(gpu, b)
-        if flush is not None:
-            _free(gpu, flush)
-    return ([timing_stats(sm, w, n_sets, flush is not None, blocks=bl) for sm, w, bl in zip(samples, warmups, blocks)],
+        ins.free(keep_first=done)                    # set 0 goes to the caller only with the timings
+    return ([timing_stats(sm, w, n_sets, ins.flushed, blocks=bl) for sm, w, bl in zip(samples, warmups, blocks)],
             sets[0], clocks)
+
+
+class _InputSets:
+    """The timing's input sets at the timing size: set 0 drawn from ``seed0`` (the verified case's
+    seed, so its reference is known) or the timing seed, and more when one fits in L2 (rotated, so
+    a timed launch never finds its inputs cached); a pristine copy of each set's outputs and inouts
+    to restore before every launch (inputs as they were, outputs poisoned); and the buffer whose
+    clearing flushes L2."""
+
+    def __init__(self, gpu: Gpu, job: HarnessJob, seed0: int | None):
+        spec, self.gpu = job.spec, gpu
+        sizes, base_seed = spec.timing_sizes, timing_seed(job)
+        self.sets = [_new_case(gpu, spec, sizes, base_seed if seed0 is None else seed0, job.candidate.constants)]
+        set_bytes = sum(self.sets[0].nbytes(n) for n in self.sets[0].bufs)
+        self.n = 1
+        if set_bytes < gpu.l2_bytes:  # inputs fit in L2: rotate among several sets
+            self.n = int(min(8, max(2, math.ceil(2 * gpu.l2_bytes / max(set_bytes, 1)))))
+        self.sets += [_new_case(gpu, spec, sizes, base_seed + i, job.candidate.constants) for i in range(1, self.n)]
+        self.restored = [a.name for a in spec.args if a.role in ("inout", "output")]
+        self.pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.nbytes(n)) for n in self.restored} for s in self.sets]
+        self.flush, self.flush_words = None, 0
+        if spec.timing.flush_l2:
+            self.flush_words = max(1, (2 * gpu.l2_bytes) // 4)
+            self.flush = gpu.drv.mem_alloc(self.flush_words * 4)
+
+    @property
+    def flushed(self) -> bool:
+        return self.flush is not None
+
+    def reset(self, i: int) -> None:
+        s = self.sets[i]
+        for n in self.restored:
+            self.gpu.drv.memcpy_dtod_async(s.bufs[n], self.pristine[i][n], s.nbytes(n), self.gpu.stream)
+
+    def prepare(self, i: int, pattern: int) -> None:
+        """Input set ``i`` as it was, and (after the reset) a cold L2 for the next launch."""
+        self.reset(i)
+        if self.flush is not None:
+            self.gpu.drv.memset_d32_async(self.flush, pattern & 0xFFFF, self.flush_words, self.gpu.stream)
+
+    def free(self, keep_first: bool) -> None:
+        """Free everything but, with ``keep_first``, set 0 (the caller's, to check and free)."""
+        for s in (self.sets[1:] if keep_first else self.sets):
+            _free(self.gpu, s)
+        for p in self.pristine:
+            for b in p.values():
+                _free(self.gpu, b)
+        if self.flush is not None:
+            _free(self.gpu, self.flush)
 
 
 def _time_alone(gpu: Gpu, run, tcfg, est: float, n_sets: int, prepare, stage: Stage, sizes) -> list[float]:
@@ -237,28 +257,10 @@ def time_function(gpu: Gpu, job: HarnessJob, stage: Stage, fn, seed0: int | None
     frees it)."""
     spec, drv = job.spec, gpu.drv
     tcfg, sizes = spec.timing, spec.timing_sizes
-    base_seed = timing_seed(job)
     stage(f"timing the baseline: preparing input sets at sizes {sizes}")
-    sets = [_new_case(gpu, spec, sizes, base_seed if seed0 is None else seed0, job.candidate.constants)]
-    set_bytes = sum(sets[0].nbytes(n) for n in sets[0].bufs)
-    n_sets = 1
-    if set_bytes < gpu.l2_bytes:
-        n_sets = int(min(8, max(2, math.ceil(2 * gpu.l2_bytes / max(set_bytes, 1)))))
-    sets += [_new_case(gpu, spec, sizes, base_seed + i, job.candidate.constants) for i in range(1, n_sets)]
-    restored = [a.name for a in spec.args if a.role in ("inout", "output")]
-    pristine = [{n: _copy_on_device(gpu, s.bufs[n], s.nbytes(n)) for n in restored} for s in sets]
+    ins = _InputSets(gpu, job, seed0)
+    sets, n_sets, prepare = ins.sets, ins.n, ins.prepare
     calls = [fn.arguments(spec, s) for s in sets]
-    flush = None
-    flush_words = 0
-    if tcfg.flush_l2:
-        flush_words = max(1, (2 * gpu.l2_bytes) // 4)
-        flush = drv.mem_alloc(flush_words * 4)
-
-    def prepare(i, pattern):
-        for n in restored:
-            drv.memcpy_dtod_async(sets[i].bufs[n], pristine[i][n], sets[i].nbytes(n), gpu.stream)
-        if flush is not None:
-            drv.memset_d32_async(flush, pattern & 0xFFFF, flush_words, gpu.stream)
 
     def run(i, check: bool = False):
         """The function once on set ``i``: timed, only the call (what a user's code pays; the copy of a
@@ -292,11 +294,5 @@ def time_function(gpu: Gpu, job: HarnessJob, stage: Stage, fn, seed0: int | None
     except drv.Error as e:
         raise KernelFault(str(e)) from None
     finally:
-        for s in (sets[1:] if done else sets):        # set 0 goes to the caller only with the timing
-            _free(gpu, s)
-        for p in pristine:
-            for b in p.values():
-                _free(gpu, b)
-        if flush is not None:
-            _free(gpu, flush)
-    return timing_stats(samples, warm, n_sets, flush is not None), sets[0]
+        ins.free(keep_first=done)                    # set 0 goes to the caller only with the timing
+    return timing_stats(samples, warm, n_sets, ins.flushed), sets[0]
