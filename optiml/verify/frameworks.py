@@ -47,6 +47,23 @@ def load_function(path, name: str):
     return fn
 
 
+def returned_values(result, names: list[str]) -> list:
+    """What a reference or baseline returned, one value per output/inout in ``names``' order: one
+    value, a tuple or list in that order, or a dict by name; a ValueError saying what is wrong."""
+    if isinstance(result, dict):
+        missing = [n for n in names if n not in result]
+        if missing:
+            raise ValueError(f"the reference returned no value for {', '.join(missing)}")
+        values = [result[n] for n in names]
+    elif isinstance(result, (tuple, list)):
+        values = list(result)
+    else:
+        values = [result]
+    if len(values) != len(names):
+        raise ValueError(f"the reference returned {len(values)} outputs, the spec has {len(names)}")
+    return values
+
+
 class _Cai:
     """A device buffer as ``__cuda_array_interface__`` (version 3, C order, no stream to wait on)."""
 
@@ -162,18 +179,7 @@ class DeviceFunction:
         if result is None:
             raise ValueError(f"the function returned nothing; return {', '.join(names)} or take "
                              f"{'it' if len(names) == 1 else 'them'} as parameters to write in place")
-        if isinstance(result, dict):
-            missing = [n for n in names if n not in result]
-            if missing:
-                raise ValueError(f"the reference returned no value for {', '.join(missing)}")
-            values = [result[n] for n in names]
-        elif isinstance(result, (tuple, list)):
-            values = list(result)
-        else:
-            values = [result]
-        if len(values) != len(names):
-            raise ValueError(f"the reference returned {len(values)} outputs, the spec has {len(names)}")
-        for n, v in zip(names, values):
+        for n, v in zip(names, returned_values(result, names)):
             self._into(outs[n], v, n)
 
     def __call__(self, spec, case) -> None:

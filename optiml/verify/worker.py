@@ -23,6 +23,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..spec import Launch, TaskSpec
 from .compare import CaseCheck, check_output, summarize
+from .frameworks import returned_values
 from .gpu import DeviceCase, Gpu, KernelFault, Stage, _free, _launch, _new_case, _open_gpu
 from .harness import HarnessJob, HarnessResult, RivalResult
 from .inputs import CaseData, make_case
@@ -67,19 +68,8 @@ def _python_outputs(fn, spec: TaskSpec, data: CaseData) -> dict[str, np.ndarray]
             kwargs[a.name] = _dt.to_values(data.arrays[a.name].copy(), a.dtype)
     result = fn(**kwargs)
     outs = [a for a in spec.args if a.role in ("output", "inout")]
-    if isinstance(result, dict):
-        missing = [a.name for a in outs if a.name not in result]
-        if missing:
-            raise ValueError(f"the reference returned no value for {', '.join(missing)}")
-        values = [result[a.name] for a in outs]
-    elif isinstance(result, (tuple, list)):
-        values = list(result)
-    else:
-        values = [result]
-    if len(values) != len(outs):
-        raise ValueError(f"the reference returned {len(values)} outputs, the spec has {len(outs)}")
     out = {}
-    for a, v in zip(outs, values):
+    for a, v in zip(outs, returned_values(result, [a.name for a in outs])):
         shape = data.arrays[a.name].shape
         v = np.asarray(v)
         if v.size != math.prod(shape):
