@@ -42,6 +42,11 @@ class LaunchOverride:
     shared_mem: object = None
     line: int = 0
 
+    def over(self, grid, block, shared_mem) -> tuple:
+        """(grid, block, shared_mem): the fields this comment gives, the others from what it overrides."""
+        return (grid if self.grid is None else self.grid, block if self.block is None else self.block,
+                shared_mem if self.shared_mem is None else self.shared_mem)
+
 
 @dataclass
 class SourceInfo:

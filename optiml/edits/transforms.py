@@ -522,11 +522,7 @@ def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[T
     if launch is None:
         return [], None
     info = parse_source(source)
-    grid, block, smem = launch
-    if info.launch is not None:                      # the source says how it is launched
-        grid = info.launch.grid or grid
-        block = info.launch.block or block
-        smem = info.launch.shared_mem if info.launch.shared_mem is not None else smem
+    grid, block, smem = launch if info.launch is None else info.launch.over(*launch)   # the source's own, if any
     if not block or len(block) != 1:
         return [], None
     value = _literal_of(block[0])
@@ -627,11 +623,7 @@ def _one_item(source: str, entry: str, launch):
     if launch is None:
         return None, None
     info = parse_source(source)
-    grid, block, smem = launch
-    if info.launch is not None:
-        grid = info.launch.grid or grid
-        block = info.launch.block or block
-        smem = info.launch.shared_mem if info.launch.shared_mem is not None else smem
+    grid, block, smem = launch if info.launch is None else info.launch.over(*launch)   # the source's own, if any
     if not grid or len(grid) != 1:
         return None, None
     cd = _cdiv_parts(grid[0])

@@ -236,14 +236,8 @@ class TaskSpec:
         grid, block, smem = self.launch.grid, self.launch.block, self.launch.shared_mem
         origin = f"{self.path}: launch"
         if source is not None and source.launch is not None:
-            o = source.launch
-            if o.grid is not None:
-                grid = o.grid
-            if o.block is not None:
-                block = o.block
-            if o.shared_mem is not None:
-                smem = o.shared_mem
-            origin = f"kernel source line {o.line} (// optiml:launch)"
+            grid, block, smem = source.launch.over(grid, block, smem)
+            origin = f"kernel source line {source.launch.line} (// optiml:launch)"
 
         def dims(values, what, limits):
             if not 1 <= len(values) <= 3:
