@@ -129,11 +129,13 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
     """The proposer by name; with a ``spec`` that declares ``[tune]``, the rules search its space."""
     from ..edits.rules import RulesProposer
 
-    space = dict(space=spec.tune, size_sets=spec.all_size_sets) if spec is not None and spec.tune else {}
-    if spec is not None and not spec.tune:          # a literal block in the launch may become a knob
-        space = dict(launch=(spec.launch.grid, spec.launch.block, spec.launch.shared_mem))
+    rules = {}                                      # what the rules know of the spec
+    if spec is not None and spec.tune:              # its declared space
+        rules = dict(space=spec.tune, size_sets=spec.all_size_sets)
+    elif spec is not None:                          # its launch: a literal block may become a knob
+        rules = dict(launch=(spec.launch.grid, spec.launch.block, spec.launch.shared_mem))
     if kind == "rules":
-        return RulesProposer(**space)
+        return RulesProposer(**rules)
     from ..edits.llm import LLMConfig, LLMProposer
 
     llm = LLMProposer.from_config(LLMConfig.from_env(model=llm_model, base_url=llm_base_url, timeout_s=llm_timeout))
@@ -141,7 +143,7 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
         return llm
     from ..edits.mixed import MixedProposer
 
-    return MixedProposer([RulesProposer(**space), llm])
+    return MixedProposer([RulesProposer(**rules), llm])
 
 
 def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
@@ -441,11 +443,11 @@ def ensure_calibrated(arch: str) -> None:
     key = current_key()
     if key is None or lookup(*key) is not None:
         return
-    from .calibration import calibration
+    from .calibration import measure_and_save
 
     logger.info("calibrating {} (once per GPU model, driver and clocks setting: optiml calibrate)", key[0])
     try:
-        calibration(arch)
+        measure_and_save(arch, key)         # the key just read: nvidia-smi is not asked again
     except Exception as e:          # a measurement that failed: the datasheet's peaks, as before
         logger.warning("calibrating the GPU failed ({}); speed-of-light figures use datasheet peaks", e)
 

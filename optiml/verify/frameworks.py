@@ -11,6 +11,7 @@ only when a spec names them.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 
@@ -154,9 +155,9 @@ class DeviceFunction:
                 outs[a.name] = v
         return kwargs, outs
 
-    @property
+    @functools.cached_property
     def params(self) -> set:
-        """The names the function takes."""
+        """The names the function takes (read once)."""
         import inspect
 
         try:
