@@ -402,11 +402,7 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
                                                                 seed0=ref0.seed if ref0 is not None else None)
                 result.timing = timings[0]
                 result.baseline_timing = timings[1] if based else None
-                try:
-                    with stage.phase("check_timed"):
-                        _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
-                finally:
-                    _free(gpu, set0)
+                _check_timed_set(gpu, job, stage, result, ref, set0, ref0)
             except KernelFault as e:
                 result.status, result.message = Status.RUNTIME_ERROR, f"while timing: {e}"
             if result.status == Status.OK and job.rivals:
@@ -429,11 +425,7 @@ def _time_the_function(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessR
     try:
         with stage.phase("time"):
             result.timing, set0 = time_function(gpu, job, stage, fn, seed0=ref0.seed if ref0 is not None else None)
-        try:
-            with stage.phase("check_timed"):
-                _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
-        finally:
-            _free(gpu, set0)
+        _check_timed_set(gpu, job, stage, result, ref, set0, ref0)
     except KernelFault as e:
         result.status, result.message = Status.RUNTIME_ERROR, f"while timing: {e}"
     except Exception as e:            # the function raised while timed
@@ -513,6 +505,15 @@ def serve(workdir: str, ctrl_fd: int, device: int) -> int:
 
 # after these the context may be broken (a sticky CUDA error): the persistent worker exits
 FAULTS = GPU_FAULTS
+
+
+def _check_timed_set(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, set0, ref0) -> None:
+    """:func:`_check_after_timing` of the timed input set 0, which is freed afterwards."""
+    try:
+        with stage.phase("check_timed"):
+            _check_after_timing(gpu, job, stage, result, ref, set0, ref0)
+    finally:
+        _free(gpu, set0)
 
 
 def _check_after_timing(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, set0,
