@@ -164,25 +164,10 @@ def run_generate(opts: GenerateOptions, on_event: Callable[[Event], None] | None
     follow the search as in :func:`optiml.app.optimize.run_optimize`. Ctrl-C once the run is stored
     raises :class:`optiml.app.optimize.Interrupted`; a new database this call created is removed when
     it fails before a run starts."""
-    from .optimize import Interrupted
+    from .optimize import stored_run
 
-    fresh = opts.resume is None and not Path(opts.db).exists()
-    state: dict = {"store": None, "run": None}
-    try:
-        return _run_generate(opts, on_event or (lambda e: None), on_progress, on_search_end, on_candidate, state)
-    except BaseException as e:
-        if isinstance(e, KeyboardInterrupt) and state["run"] is not None:
-            try:
-                state["store"].set_run_status(state["run"], "interrupted")
-            except Exception:       # the store may be mid-write; the run is resumable either way
-                pass
-            raise Interrupted(state["run"]) from None
-        if fresh and state["run"] is None:
-            if state["store"] is not None:
-                state["store"].close()
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(str(opts.db) + suffix).unlink(missing_ok=True)
-        raise
+    return stored_run(opts.db, opts.resume, lambda state: _run_generate(
+        opts, on_event or (lambda e: None), on_progress, on_search_end, on_candidate, state))
 
 
 def _check(opts: GenerateOptions) -> None:

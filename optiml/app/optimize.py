@@ -154,10 +154,19 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
     each finished candidate; ``on_search_end()`` comes when it stops (interrupted too), before the
     final timing. Ctrl-C once the run is stored raises :class:`Interrupted` (the run is kept, as
     ``interrupted``); a new database this call created is removed when it fails before a run starts."""
-    fresh = opts.resume is None and not Path(opts.db).exists()
+    return stored_run(opts.db, opts.resume,
+                      lambda state: _run_optimize(opts, on_progress, on_search_end, on_candidate, state))
+
+
+def stored_run(db, resume, body):
+    """``body(state)``, which puts the store and the run id in ``state`` as it opens them: Ctrl-C
+    once the run is stored raises :class:`Interrupted` (the run kept, as ``interrupted``); a new
+    database this call created is removed when it fails before a run starts. For ``optimize`` and
+    ``generate``."""
+    fresh = resume is None and not Path(db).exists()
     state: dict = {"store": None, "run": None}
     try:
-        return _run_optimize(opts, on_progress, on_search_end, on_candidate, state)
+        return body(state)
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt) and state["run"] is not None:
             try:
@@ -169,7 +178,7 @@ def run_optimize(opts: OptimizeOptions, on_progress: Progress | None = None,
             if state["store"] is not None:
                 state["store"].close()
             for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(str(opts.db) + suffix).unlink(missing_ok=True)
+                Path(str(db) + suffix).unlink(missing_ok=True)
         raise
 
 
