@@ -13,3 +13,21 @@ class FakeHarness:
 
     def close(self):
         pass
+
+
+def fake_gpu_machine(monkeypatch, worker, sanitizer=None, settle: bool = False) -> None:
+    """A FAKE GPU machine for ``optimize``/``generate`` on the CPU: one GPU named "FAKE GPU", the
+    persistent worker replaced by ``worker`` (a FakeHarness), and compute-sanitizer by ``sanitizer``
+    when given; the runner's settling wait off unless ``settle``."""
+    import optiml.gpus as gpus
+    import optiml.verify.sanitizer as sanitizer_module
+    import optiml.verify.worker_client as worker_client
+
+    monkeypatch.setattr(gpus, "require_gpu", lambda command: None)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [(0, "FAKE GPU")])
+    monkeypatch.setattr(gpus, "gpu_facts", lambda: ("FAKE GPU", "0.0"))
+    monkeypatch.setattr(worker_client, "WorkerHarness", worker)
+    if sanitizer is not None:
+        monkeypatch.setattr(sanitizer_module, "Sanitizer", sanitizer)
+    if not settle:
+        monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 0.0)

@@ -269,10 +269,9 @@ def test_optimize_stores_what_the_final_step_compared(tmp_path, monkeypatch):
     """run_optimize with fakes (tests/test_optimize_fakes.py's, a worker timing every BLOCK but the
     seed's at 1 ms, so that they all tie): the candidates compared at the end are stored by their
     store node ids, and the one written is the one the comparison chose."""
-    import optiml.gpus as gpus
-    import optiml.verify.worker_client as worker_client
     from optiml.app.optimize import OptimizeOptions, run_optimize
     from optiml.traces.store import TraceStore
+    from tests.fakes import fake_gpu_machine
     from tests.test_optimize_fakes import FakeBlockWorker
     from tests.test_spec import KERNEL, SPEC, write
 
@@ -284,10 +283,7 @@ def test_optimize_stores_what_the_final_step_compared(tmp_path, monkeypatch):
                                  baseline_timing=t(job.baseline) if job.baseline is not None else None,
                                  rivals=[RivalResult("ok", "", t(kb)) for kb in job.rivals])
 
-    monkeypatch.setattr(gpus, "require_gpu", lambda command: None)
-    monkeypatch.setattr(gpus, "visible_gpus", lambda: [(0, "FAKE GPU")])
-    monkeypatch.setattr(gpus, "gpu_facts", lambda: ("FAKE GPU", "0.0"))
-    monkeypatch.setattr(worker_client, "WorkerHarness", TieWorker)
+    fake_gpu_machine(monkeypatch, TieWorker, settle=True)
     kernel, _ = write(tmp_path, SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }"), KERNEL)
     for budget in (2, 8):         # the second run's store ids are not its search's
         result = run_optimize(OptimizeOptions(kernel=kernel, budget=budget, profile=False, db=tmp_path / "t.db",

@@ -14,7 +14,7 @@ from optiml.cli import main
 from optiml.traces.store import TraceStore
 from optiml.verify.harness import HarnessResult, TimingResult
 from optiml.verify.sanitizer import SanitizeResult
-from tests.fakes import FakeHarness
+from tests.fakes import FakeHarness, fake_gpu_machine
 
 from .chat_server import chat_server  # noqa: F401
 
@@ -111,16 +111,7 @@ class FakeCleanSanitizer:
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    import optiml.gpus as gpus
-    import optiml.verify.sanitizer as sanitizer
-    import optiml.verify.worker_client as worker_client
-
-    monkeypatch.setattr(gpus, "require_gpu", lambda command: None)
-    monkeypatch.setattr(gpus, "visible_gpus", lambda: [(0, "FAKE GPU")])
-    monkeypatch.setattr(gpus, "gpu_facts", lambda: ("FAKE GPU", "0.0"))
-    monkeypatch.setattr(worker_client, "WorkerHarness", FakeBlockWorker)
-    monkeypatch.setattr(sanitizer, "Sanitizer", FakeCleanSanitizer)
-    monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 0.0)
+    fake_gpu_machine(monkeypatch, FakeBlockWorker, FakeCleanSanitizer)
     for key in ("OPTIML_LLM_API_KEY", "OPENAI_API_KEY", "OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
 

@@ -9,7 +9,7 @@ from optiml.app.optimize import OptimizeOptions, run_optimize
 from optiml.traces.store import TraceStore
 from optiml.verify.harness import HarnessResult, TimingResult
 from optiml.verify.sanitizer import SanitizeResult
-from tests.fakes import FakeHarness
+from tests.fakes import FakeHarness, fake_gpu_machine
 from tests.test_spec import KERNEL, SPEC, write
 
 
@@ -45,16 +45,7 @@ class FakeSanitizer:
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    import optiml.gpus as gpus
-    import optiml.verify.sanitizer as sanitizer
-    import optiml.verify.worker_client as worker_client
-
-    monkeypatch.setattr(gpus, "require_gpu", lambda command: None)
-    monkeypatch.setattr(gpus, "visible_gpus", lambda: [(0, "FAKE GPU")])
-    monkeypatch.setattr(gpus, "gpu_facts", lambda: ("FAKE GPU", "0.0"))
-    monkeypatch.setattr(worker_client, "WorkerHarness", FakeBlockWorker)
-    monkeypatch.setattr(sanitizer, "Sanitizer", FakeSanitizer)
-    monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 0.0)
+    fake_gpu_machine(monkeypatch, FakeBlockWorker, FakeSanitizer)
     FakeSanitizer.jobs = []
 
 
