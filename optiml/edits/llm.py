@@ -131,7 +131,15 @@ class LLMProposer:
 
     def ask(self, node: NodeView, rng, proposed: list[str] | tuple[str, ...] = ()) -> Proposal:
         """One request, one Proposal (never raises for a transport error or a bad answer)."""
-        messages = build_messages(node, proposed)
+        exchange, finish = self.request(build_messages(node, proposed),
+                                        seed=rng.randrange(2**31) if rng is not None else None)
+        if exchange["error"] is not None:
+            return self._failed(node, exchange, exchange["error"], "llm: (request failed)")
+        return self._proposal(node, exchange, exchange["raw_answer"], finish)
+
+    def request(self, messages: list[dict], seed: int | None = None) -> tuple[dict, str | None]:
+        """Send ``messages`` once: (the exchange: model, prompt, raw answer, tokens, latency, and
+        ``error`` when the transport failed, never raised; the answer's finish reason)."""
         exchange = {"model": self.model, "prompt": json.dumps(messages, indent=1), "raw_answer": None,
                     "tokens_in": None, "tokens_out": None, "latency_s": None, "error": None,
                     "parsed_edits": None}
@@ -140,8 +148,8 @@ class LLMProposer:
             kwargs["temperature"] = self.temperature
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
-        if rng is not None:
-            kwargs["seed"] = rng.randrange(2**31)       # servers may ignore it
+        if seed is not None:
+            kwargs["seed"] = seed                       # servers may ignore it
         import openai
 
         start = time.monotonic()
@@ -149,14 +157,14 @@ class LLMProposer:
             response = self.client.chat.completions.create(**kwargs)
         except openai.APIError as e:
             exchange["latency_s"] = time.monotonic() - start
-            return self._failed(node, exchange, _failure(e, self.timeout_s), "llm: (request failed)")
+            exchange["error"] = _failure(e, self.timeout_s)
+            return exchange, None
         exchange["latency_s"] = time.monotonic() - start
         exchange["tokens_in"] = _usage(response, "prompt_tokens")
         exchange["tokens_out"] = _usage(response, "completion_tokens")
         choice = response.choices[0] if response.choices else None
-        answer = (choice.message.content if choice is not None and choice.message else None) or ""
-        exchange["raw_answer"] = answer
-        return self._proposal(node, exchange, answer, getattr(choice, "finish_reason", None))
+        exchange["raw_answer"] = (choice.message.content if choice is not None and choice.message else None) or ""
+        return exchange, getattr(choice, "finish_reason", None)
 
     def _proposal(self, node: NodeView, exchange: dict, answer: str, finish: str | None) -> Proposal:
         if not answer.strip():

@@ -6,12 +6,10 @@ SDK's own retries as the only retry layer), without its edit format.
 with :data:`optiml.edits.prompt.TRANSPORT_PREFIX`), as the proposer's does."""
 from __future__ import annotations
 
-import json
-import time
 
 from loguru import logger
 
-from ..edits.llm import LLMConfig, LLMProposer, _failure, _usage
+from ..edits.llm import LLMConfig, LLMProposer
 
 
 class Chat:
@@ -32,31 +30,10 @@ class Chat:
 
     def ask(self, messages: list[dict], seed: int | None = None) -> dict:
         """Send ``messages``; the exchange, with the answer or the transport failure."""
-        import openai
-
-        llm = self.llm
-        exchange = {"model": llm.model, "prompt": json.dumps(messages, indent=1), "raw_answer": None,
-                    "tokens_in": None, "tokens_out": None, "latency_s": None, "error": None, "parsed_edits": None}
-        kwargs = {"model": llm.model, "messages": messages}
-        if llm.temperature is not None:
-            kwargs["temperature"] = llm.temperature
-        if llm.max_tokens is not None:
-            kwargs["max_tokens"] = llm.max_tokens
-        if seed is not None:
-            kwargs["seed"] = seed                 # servers may ignore it
-        start = time.monotonic()
-        try:
-            response = llm.client.chat.completions.create(**kwargs)
-        except openai.APIError as e:
-            exchange["latency_s"] = time.monotonic() - start
-            exchange["error"] = _failure(e, llm.timeout_s)
+        exchange, finish = self.llm.request(messages, seed=seed)
+        if exchange["error"] is not None:
             logger.info("generate: {}", exchange["error"])
             return exchange
-        exchange["latency_s"] = time.monotonic() - start
-        exchange["tokens_in"] = _usage(response, "prompt_tokens")
-        exchange["tokens_out"] = _usage(response, "completion_tokens")
-        choice = response.choices[0] if response.choices else None
-        exchange["raw_answer"] = (choice.message.content if choice is not None and choice.message else None) or ""
-        if getattr(choice, "finish_reason", None) == "length":
-            exchange["cut_off"] = f"the answer was cut off at max_tokens={llm.max_tokens}"
+        if finish == "length":
+            exchange["cut_off"] = f"the answer was cut off at max_tokens={self.llm.max_tokens}"
         return exchange
