@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import dtypes as _dt
 from ..errors import SpecError
 from ..source import dtype_of_c_type, index_facts, parse_source
 from ..spec.space import detected
@@ -238,8 +239,8 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     w("")
     terms = []
     for name, dims in ref_args["DIMS"].items():
-        size = {"float64": 8, "int64": 8, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1,
-                "bool": 1}.get(ref_args["DTYPES"][name], 4)
+        dt = _dt.DTYPES.get(ref_args["DTYPES"][name])
+        size = dt.itemsize if dt is not None else 4          # a dtype optiml does not know: the spec says so
         terms.append(" * ".join([str(size), *dims]) if dims else str(size))
     if terms:
         w("[counts]  # TODO: the least traffic, each array once (speed of light; add flops for a compute-bound task)")
