@@ -23,7 +23,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..spec import Launch, TaskSpec
 from .compare import CaseCheck, check_output, summarize
-from .frameworks import returned_values
+from .frameworks import DeviceFunction, FrameworkMissing, returned_values
 from .gpu import DeviceCase, Gpu, KernelFault, Stage, _free, _launch, _new_case, _open_gpu
 from .harness import HarnessJob, HarnessResult, RivalResult
 from .inputs import CaseData, make_case
@@ -92,8 +92,6 @@ def _reference_fn(gpu: Gpu, job: HarnessJob):
 
 def _device_function(gpu: Gpu, kind: str, path, name: str):
     """The user's function on GPU arrays, loaded once per child."""
-    from .frameworks import DeviceFunction
-
     key = (kind, str(path), name)
     if key not in gpu.device_functions:
         gpu.device_functions[key] = DeviceFunction(kind, Path(path), name, gpu)
@@ -101,8 +99,6 @@ def _device_function(gpu: Gpu, kind: str, path, name: str):
 
 
 def _is_device_function(ref) -> bool:
-    from .frameworks import DeviceFunction
-
     return isinstance(ref, DeviceFunction)
 
 
@@ -170,8 +166,6 @@ class _Unloadable(Exception):
 
 
 def _missing(e: Exception) -> bool:
-    from .frameworks import FrameworkMissing
-
     return isinstance(e, FrameworkMissing)
 
 
