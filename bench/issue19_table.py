@@ -34,7 +34,7 @@ def row(db: Path) -> str:
     base_s = (f"{ms(base.get('median_ms'))} ms {base.get('label')}: {ratio:.2f}x" if ratio
               else (f"{base.get('label')}: {base.get('status')}" if base else "none"))
     speed = f"{f['speedup']:.2f}x" if isinstance(f.get("speedup"), (int, float)) else f.get("status", "-")
-    return f"| {run['task']} | {n} | {ms(f.get('seed_ms'))} | {ms(f.get('best_ms'))} | {speed} | {sol_s} | {base_s} |"
+    return f"| {db.stem} | {n} | {ms(f.get('seed_ms'))} | {ms(f.get('best_ms'))} | {speed} | {sol_s} | {base_s} |"
 
 
 def main(argv=None) -> int:
