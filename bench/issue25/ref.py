@@ -1,6 +1,8 @@
 """References (torch, on the harness's own GPU buffers) and torch.compile baselines for issue 25's
 first kernels. A baseline is what a user would call instead: optiml verifies and times it like a
 kernel, in the same process and with the same method, and reports the best kernel's ratio to it."""
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -22,12 +24,15 @@ def silu(x, y, n):
     return F.silu(x.double()).float()
 
 
-# returned, not copied in: a baseline's returned result is written into the harness's buffer outside
-# the timed call, so each is timed as the compiled kernel alone
-_softmax = torch.compile(lambda x: torch.softmax(x, dim=1))
-_rmsnorm = torch.compile(lambda x, eps: x / torch.sqrt(x.pow(2).mean(dim=1, keepdim=True) + eps))
-_sum = torch.compile(lambda x, out: out + x.sum())
-_silu = torch.compile(F.silu)
+# Returned, not copied in: a baseline's returned result is written into the harness's buffer outside
+# the timed call, so each is timed as the compiled kernels alone. dynamic=False: optiml verifies at
+# several sizes before it times, and torch.compile's automatic dynamic shapes would then time a
+# shape-generic kernel where a user compiling for one shape gets a specialised one.
+_DYNAMIC = {"0": False, "1": True}.get(os.environ.get("OPTIML_BENCH_DYNAMIC", "0"))
+_softmax = torch.compile(lambda x: torch.softmax(x, dim=1), dynamic=_DYNAMIC)
+_rmsnorm = torch.compile(lambda x, eps: x / torch.sqrt(x.pow(2).mean(dim=1, keepdim=True) + eps), dynamic=_DYNAMIC)
+_sum = torch.compile(lambda x, out: out + x.sum(), dynamic=_DYNAMIC)
+_silu = torch.compile(F.silu, dynamic=_DYNAMIC)
 
 
 def softmax_compiled(x, y, rows, cols):

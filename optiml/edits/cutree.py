@@ -1,0 +1,68 @@
+"""What the source rewrites of the ``rules`` proposer share: the :class:`Transform` they return and
+small helpers over tree-sitter-cuda's tree (text of a node, splicing byte ranges, the entry
+function and its parameters)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..source import _parser, _walk, function_declarator
+
+
+@dataclass(frozen=True)
+class Transform:
+    kind: str                    # tune | knob | coarsen | vectorize | pad | restrict | const | unroll | launch_bounds | flag
+    source: str
+    edit: str
+    rationale: str
+    flags: tuple[str, ...] = ()  # extra nvcc flags this variant adds
+    hint: float = 1.0
+
+
+# ----------------------------------------------------------------------------- tree helpers
+def _tree(source: str):
+    return _parser().parse(source.encode("utf-8")).root_node
+
+
+def _t(node) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+def _splice(source: str, edits: list[tuple[int, int, str]]) -> str:
+    """Replace byte ranges (start, end, text) of ``source``; ranges must not overlap."""
+    data = source.encode("utf-8")
+    for start, end, text in sorted(edits, reverse=True):
+        data = data[:start] + text.encode("utf-8") + data[end:]
+    return data.decode("utf-8")
+
+
+def _entry_def(root, entry: str = ""):
+    """The ``__global__`` function_definition named ``entry`` (or the only/first one)."""
+    found = []
+    for n in _walk(root):
+        if n.type == "function_definition" and any(c.type == "__global__" for c in n.children):
+            fd = _fdecl(n)
+            if fd is not None:
+                found.append((_t(fd.child_by_field_name("declarator")), n, fd))
+    for name, n, fd in found:
+        if not entry or name == entry:
+            return n, fd
+    return None, None
+
+
+_fdecl = function_declarator
+
+
+def _params(fdecl):
+    """(name, identifier node, pointer_declarator node or None, param node) of each parameter."""
+    out = []
+    plist = fdecl.child_by_field_name("parameters")
+    for p in plist.children if plist is not None else []:
+        if p.type != "parameter_declaration":
+            continue
+        d, ptr = p.child_by_field_name("declarator"), None
+        while d is not None and d.type == "pointer_declarator":
+            ptr = d
+            d = d.child_by_field_name("declarator")
+        if d is not None and d.type == "identifier":
+            out.append((_t(d), d, ptr, p))
+    return out
