@@ -42,6 +42,7 @@ class Status(str, Enum):
     UNSAFE = "unsafe"                  # right answers, but compute-sanitizer found a memory error, a race, ...
     REFERENCE_ERROR = "reference_error"
     HARNESS_ERROR = "harness_error"
+    WORKER_LOST = "worker_lost"        # the cluster lost the machines evaluating it: nothing is known of it
 
     def __str__(self) -> str:
         return self.value
@@ -61,6 +62,7 @@ _CATEGORY = {
     Status.WRONG_OUTPUT: Category.WRONG, Status.UNSAFE: Category.WRONG,
     Status.LAUNCH_ERROR: Category.CRASH, Status.RUNTIME_ERROR: Category.CRASH, Status.TIMEOUT: Category.CRASH,
     Status.REFERENCE_ERROR: Category.INFRASTRUCTURE, Status.HARNESS_ERROR: Category.INFRASTRUCTURE,
+    Status.WORKER_LOST: Category.INFRASTRUCTURE,
 }
 
 
@@ -83,3 +85,7 @@ EVALUATION_STATUSES = tuple(s for s in Status if s.category not in (Category.UNF
 GPU_FAULTS = frozenset({Status.RUNTIME_ERROR, Status.LAUNCH_ERROR, Status.TIMEOUT, Status.HARNESS_ERROR,
                         Status.REFERENCE_ERROR})
 """Statuses after which a GPU context cannot be trusted again (the persistent worker restarts)."""
+
+UNSCORED = frozenset({Status.WORKER_LOST})
+"""Statuses that say nothing of the candidate (its machine was lost): the search neither rewards
+nor punishes them (no reward is backed up)."""

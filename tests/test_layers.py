@@ -19,7 +19,7 @@ MAY_IMPORT = {
     "optiml.profiler": set(),
     "optiml.traces": set(),
     "optiml.verify": {"optiml.build"},
-    "optiml.cluster": {"optiml.build", "optiml.verify"},
+    "optiml.cluster": {"optiml.build", "optiml.verify", "optiml.profiler"},
     "optiml.search": {"optiml.edits.types"},
     "optiml.runner": {"optiml.build", "optiml.verify", "optiml.profiler"},
     "optiml.app": {"optiml.build", "optiml.cluster", "optiml.edits", "optiml.profiler", "optiml.runner",

@@ -12,6 +12,7 @@ speedup's interval, is the one reported and stored with the run (:func:`final_ti
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -241,16 +242,18 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     # a proposal may not include what the seed does not (nvcc echoes included files into its log)
     prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec), source,
                         include_dirs=[kernel.resolve().parent])
-    require_gpu("optimize")
-    devices = parse_gpus(opts.gpus, visible_gpus())
-    parallel = opts.parallel or 16 * len(devices)
-    arch = resolve_arch(opts.arch)
-    if spec.flops is not None or spec.bytes is not None:     # speed-of-light figures: on measured peaks
+    gpus = _gpu_cluster(opts.cluster, opts.timeout_s)      # with --cluster: its GPU workers evaluate
+    if gpus is None:
+        require_gpu("optimize")
+    devices = parse_gpus(opts.gpus, visible_gpus()) if gpus is None else gpus.slots
+    parallel = opts.parallel or 16 * (len(devices) if gpus is None else len(gpus.workers))
+    arch = resolve_arch(opts.arch or (gpus.arch if gpus is not None else None))
+    if gpus is None and (spec.flops is not None or spec.bytes is not None):   # speed of light: measured peaks
         ensure_calibrated(arch)
-    prep = Preparer(spec, source, _builder(arch, opts.cluster), include_dir=kernel.resolve().parent,
+    prep = Preparer(spec, source, _builder(arch, gpus), include_dir=kernel.resolve().parent,
                     kernel_name=kernel.name)
     if opts.resume is None:
-        device, driver = gpu_facts()
+        device, driver = gpu_facts() if gpus is None else (gpus.name, gpus.driver)
         run_id = state["run"] = store.start_run(spec.entry, spec_toml=spec.path.read_text(), kernel_source=source,
                                                 config=config, seed=seed, budget=budget, device=device,
                                                 nvcc_version=nvcc_version(), driver_version=driver)
@@ -265,11 +268,12 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     if sanitize != "off":
         from ..verify.sanitizer import Sanitizer
 
-        sanitizer = Sanitizer()
-    stages = standard_stages(prep, NcuProfiler() if profile else None, sanitizer=sanitizer,
-                             sanitize=sanitize if sanitizer is not None else "asked")
-    with Runner(stages, devices, harness_factory=lambda d: WorkerHarness(d, timeout_s=opts.timeout_s),
-                build_workers=opts.build_jobs) as runner:
+        sanitizer = Sanitizer() if gpus is None else gpus.sanitizer()
+    profiler = None if not profile else NcuProfiler() if gpus is None else gpus.profiler()
+    stages = standard_stages(prep, profiler, sanitizer=sanitizer, sanitize=sanitize if sanitizer is not None else "asked")
+    harness = (lambda d: WorkerHarness(d, timeout_s=opts.timeout_s)) if gpus is None else gpus.harness
+    with gpus if gpus is not None else nullcontext(), \
+            Runner(stages, devices, harness_factory=harness, build_workers=opts.build_jobs) as runner:
         evaluator = RunnerEvaluator(runner)
         cfg = SearchConfig(budget=budget, time_limit_s=opts.time_limit_s, seed=seed, parallel=parallel)
         if opts.resume is not None:
@@ -301,7 +305,7 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
                         final["baseline"].get("median_ms") or final["baseline"].get("message"))
     if best is not None:
         final["best_node"] = store_ids[best.id]
-        sol = speed_of_light_figure(spec, best.source, final, gpu_facts()[0] or "")
+        sol = speed_of_light_figure(spec, best.source, final, (gpu_facts()[0] if gpus is None else gpus.name) or "")
         if sol is not None:
             final["speed_of_light"] = sol
     store.set_run_result(run_id, final)
@@ -344,11 +348,25 @@ def speed_of_light_figure(spec, source: str, final: dict, device: str, peaks=Non
     return sol.to_dict() if sol is not None else None
 
 
-def _builder(arch: str, cluster: str | None):
-    if cluster:
+def _gpu_cluster(address: str | None, timeout_s: float):
+    """``--cluster``: the GPU workers of the dask cluster at ``address`` (each candidate's whole
+    evaluation runs on one of them), or None to evaluate on this host's GPUs."""
+    if not address:
+        return None
+    from ..cluster import GpuCluster
+
+    return GpuCluster.connect(address, timeout_s=timeout_s)
+
+
+def _builder(arch: str, cluster=None):
+    """nvcc here, or on the dask cluster's workers: ``cluster`` the run's GpuCluster (its client), or
+    a scheduler's address (builds only: ``optiml generate --cluster``)."""
+    if isinstance(cluster, str) and cluster:
         from ..cluster import DaskBuilder
 
         return DaskBuilder.connect(cluster, arch)
+    if cluster:
+        return cluster.builder(arch)
     from ..build import NvccBuilder
 
     return NvccBuilder(arch)

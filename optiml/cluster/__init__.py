@@ -38,18 +38,19 @@ from typing import Any, Callable
 
 from loguru import logger
 
-from . import __version__
-from .build import DEFAULT_TIMEOUT_S as BUILD_TIMEOUT_S
-from .build import (BuildResult, KeyLocks, NvccBuilder, build_key, default_cache_dir, header_dependencies,
+from .. import __version__
+from ..build import DEFAULT_TIMEOUT_S as BUILD_TIMEOUT_S
+from ..build import (BuildResult, KeyLocks, NvccBuilder, build_key, default_cache_dir, header_dependencies,
                     normalize_arch, nvcc_version, read_cached)
-from .errors import EnvironmentProblem, UserError
-from .verify.harness import DEFAULT_TIMEOUT_S as HARNESS_TIMEOUT_S
-from .verify.harness import HarnessBase, HarnessJob, HarnessResult, KernelBinary, SubprocessHarness
-from .status import Status
+from ..errors import EnvironmentProblem, UserError
+from ..verify.harness import DEFAULT_TIMEOUT_S as HARNESS_TIMEOUT_S
+from ..verify.harness import HarnessBase, HarnessJob, HarnessResult, KernelBinary, SubprocessHarness
+from ..status import Status
 
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hh", ".inc")
 HEADER_LIMIT = 16 << 20          # bytes of headers shipped with one build
 CONNECT_TIMEOUT_S = 30.0
+CANCEL_POLL_S = 0.2       # how often a cancellable wait looks at its event
 MISSING_EXTRA = ("running evaluation workers on a dask cluster needs the dask extra: "
                  "pip install 'optiml-kernels[dask]'")
 
@@ -95,23 +96,32 @@ class _OnCluster:
         self.resources = dict(resources) if resources else None
         self.wait_s = wait_s
 
-    def _call(self, what: str, fn: Callable, *args) -> Any:
-        """``fn(*args)`` on a worker, or :class:`_NotReturned` when the cluster did not return it.
-        What ``fn`` itself raises (an EnvironmentProblem, a bug) is raised here."""
+    def _call(self, what: str, fn: Callable, *args, workers: list[str] | None = None, cancel=None) -> Any:
+        """``fn(*args)`` on a worker (one of ``workers`` when given), or :class:`_NotReturned` when
+        the cluster did not return it (or ``cancel``, a threading.Event, was set while it ran: the
+        task is cancelled). What ``fn`` itself raises (an EnvironmentProblem, a bug) is raised here."""
         try:
             fut = self.client.submit(fn, *args, key=f"optiml{fn.__name__.removeprefix('_remote')}-{uuid.uuid4().hex}",
-                                     pure=False, resources=self.resources)
+                                     pure=False, resources=self.resources, workers=workers)
         except self._lost_errors as e:        # a closed client, a scheduler gone
             raise _NotReturned(f"could not send {what} to the dask cluster ({type(e).__name__}: {e})") from None
-        try:
-            return fut.result(timeout=self.wait_s)
-        except TimeoutError as e:
-            if not fut.done():                  # our wait ran out, not a connection
-                fut.cancel()
-                raise _NotReturned(f"the dask cluster did not return {what} within {self.wait_s:g} s", True) from None
-            raise _NotReturned(f"the dask cluster lost {what} ({type(e).__name__}: {e})") from None
-        except self._lost_errors as e:
-            raise _NotReturned(f"the dask cluster lost {what} ({type(e).__name__}: {e})") from None
+        deadline = None if self.wait_s is None else time.monotonic() + self.wait_s
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = left if cancel is None else min(CANCEL_POLL_S, CANCEL_POLL_S if left is None else left)
+            try:
+                return fut.result(timeout=step)
+            except TimeoutError as e:
+                if fut.done():                  # not our wait: a connection
+                    raise _NotReturned(f"the dask cluster lost {what} ({type(e).__name__}: {e})") from None
+                if cancel is not None and cancel.is_set():
+                    fut.cancel()
+                    raise _NotReturned(f"{what} was cancelled") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    fut.cancel()
+                    raise _NotReturned(f"the dask cluster did not return {what} within {self.wait_s:g} s", True) from None
+            except self._lost_errors as e:
+                raise _NotReturned(f"the dask cluster lost {what} ({type(e).__name__}: {e})") from None
 
     def close(self) -> None:
         """Close the client if this object made it from an address."""
@@ -324,11 +334,17 @@ class DaskHarness(_OnCluster, HarnessBase):
 
 
 def _job_files(job: HarnessJob) -> list[str]:
-    """The paths a job reads: its cubins and a Python reference."""
-    paths = [b.cubin_path for b in (job.candidate, job.reference, job.baseline) if b is not None]
+    """The paths a job reads: its cubins (the candidate's, the reference's, the baseline's, the
+    rivals', the gpu_ops kernels'), a Python reference and a baseline function's file."""
+    binaries = (job.candidate, job.reference, job.baseline, *job.rivals)
+    paths = [b.cubin_path for b in binaries if b is not None]
+    if job.ops_cubin:
+        paths.append(job.ops_cubin)
     ref = job.spec.reference
     if ref.is_python and ref.path is not None:
         paths.append(str(ref.path))
+    if job.function is not None:
+        paths.append(str(job.function.path))
     return list(dict.fromkeys(paths))
 
 
@@ -341,8 +357,12 @@ def _relocate(job: HarnessJob, moved: dict[str, str]) -> HarnessJob:
     if spec.reference.is_python and spec.reference.path is not None:
         ref = dataclasses.replace(spec.reference, path=Path(moved[str(spec.reference.path)]))
         spec = dataclasses.replace(spec, reference=ref)
+    function = job.function
+    if function is not None:
+        function = dataclasses.replace(function, path=moved[str(function.path)])
     return dataclasses.replace(job, spec=spec, candidate=binary(job.candidate), reference=binary(job.reference),
-                               baseline=binary(job.baseline))
+                               baseline=binary(job.baseline), rivals=tuple(binary(b) for b in job.rivals),
+                               ops_cubin=moved[job.ops_cubin] if job.ops_cubin else None, function=function)
 
 
 # ------------------------------------------------------------------------------- on the worker
@@ -398,3 +418,8 @@ def _remote_run(job: HarnessJob, files: dict[str, bytes], timeout_s: float, pyth
             local.write_bytes(data)
             moved[path] = str(local)
         return SubprocessHarness(timeout_s=timeout_s, python=python).run(_relocate(job, moved)).to_dict()
+
+
+# the whole evaluation on GPU workers (the parent's side; the worker's is on_worker)
+from .gpu_workers import ClusterHarness, ClusterProfiler, ClusterSanitizer, GpuCluster  # noqa: E402
+from .on_worker import LocalGpu  # noqa: E402

@@ -48,7 +48,7 @@ from loguru import logger
 
 from ..best import Ranked, choose_best
 from ..edits.types import Attempt, Measured, NodeView, Proposal, Proposer
-from ..status import Status
+from ..status import UNSCORED, Status
 from .result import Result
 from .reward import reward
 from .tree import PENDING, RUNNING, Node, Observer, attempt_record, node_key
@@ -232,6 +232,8 @@ class MCTS:
             self.evaluations += 1
             parent = node.parent
             node.reward = reward(node.result, root_ms or 0.0, parent.median_ms, parent.spread)
+        if node.status in UNSCORED:          # its machine was lost: no visit, no value
+            return
         n = node
         while n is not None:
             n.visits += 1

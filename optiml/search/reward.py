@@ -18,7 +18,8 @@ Why this shape:
   timed out or computed a wrong answer) gets a fixed non-positive reward whatever its runtime, and
   :meth:`optiml.search.mcts.MCTS.best` only ever picks ``ok`` nodes: a fast but wrong kernel can
   never win. Build-time failures cost less than runtime ones: they are cheap to find and say less
-  about the branch.
+  about the branch. A candidate whose machine was lost (``worker_lost``, :data:`optiml.status.UNSCORED`)
+  is neither: its reward is 0 and it is not backed up (it counts against the budget, not its branch).
 
 Everything the function reads is stored with the candidate (status, median, spread, metrics), so a
 run can be re-scored with a later :data:`REWARD_VERSION`.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from ..status import Category, category
+from ..status import UNSCORED, Category, category
 from .result import Result
 
 REWARD_VERSION = 1
@@ -73,6 +74,8 @@ def reward(ev: Result | Mapping, root_ms: float, parent_ms: float | None, parent
     """
     ev = Result.of(ev)
     kind = category(ev.status)
+    if ev.status in UNSCORED:
+        return 0.0        # its machine was lost: nothing is known of the candidate (and it is not backed up)
     if kind is not Category.OK:
         # a proposal that did not apply costs what a build failure costs
         cheap = kind in (Category.BUILD_FAILURE, Category.NOT_EVALUATED)
