@@ -40,7 +40,9 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("--parallel", type=int, help="Candidates in flight at once (default 16 per GPU; 1 = one at a time).")
 @click.option("--jobs", "build_jobs", type=int, help="nvcc builds at once (default: CPU cores - 1).")
 @click.option("--cluster", metavar="ADDRESS", envvar="OPTIML_CLUSTER",
-              help="Dask scheduler (tcp://host:8786) whose workers build the candidates (needs the dask extra).")
+              help="Dask scheduler (tcp://host:8786): its workers build the candidates, and its GPU workers (one per "
+                   "GPU, started with --resources GPU=1) verify, time and profile each one; --gpus is then unused "
+                   "(needs the dask extra; see the README).")
 @click.option("--sanitize", type=click.Choice(["best", "all", "off"]),
               help="Run compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on each new best candidate "
                    "(the default), on every verified one, or not at all; an unsafe candidate is never the best. "

@@ -22,6 +22,12 @@ thread per GPU, wrong otherwise. A task whose resources no worker has waits (up 
 Failures are data: a compile error, a build timeout and a worker that died or a task the
 cluster lost are statuses (``worker_lost`` for a build, ``harness_error`` for a GPU job); an
 exception raised by optiml's own code on the worker is re-raised here, as a bug is.
+
+``optimize --cluster`` runs each candidate's whole evaluation on the cluster's GPU workers with
+:class:`GpuCluster` (``gpu_workers.py``, the parent's side: a harness, a profiler and a sanitizer
+over them, GPUs of one model) and ``on_worker.py`` (the worker's side: its own persistent GPU
+child, ncu one at a time per host, compute-sanitizer). :class:`DaskHarness` is the simpler tool
+that runs one GPU job in a fresh child on a worker.
 """
 from __future__ import annotations
 
