@@ -220,6 +220,22 @@ def test_gpus_of_two_models_are_refused_in_one_sentence(client, log):
     assert "\n" not in message and not [c for c in calls(log) if c["kind"] == "run"]
 
 
+def test_optimize_on_gpus_of_two_models_stops_with_that_sentence_and_no_traceback(cluster, tmp_path, log, monkeypatch):
+    from click.testing import CliRunner
+
+    import optiml.cluster.gpu_workers as gw
+    from optiml.cli import main
+
+    monkeypatch.setattr(gw, "LocalGpu", lambda timeout_s: FakeGpu(str(log), models=(("0", "FAKE GPU B"),)))
+    kernel, _ = write(tmp_path, SMALL, KERNEL)
+    r = CliRunner().invoke(main, ["optimize", str(kernel), "--cluster", cluster.scheduler_address, "--budget", "2",
+                                  "--db", str(tmp_path / "t.db"), "--arch", "sm_90"])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    [line] = r.output.strip().splitlines()
+    assert line.startswith("Error: the dask cluster's GPU workers have GPUs of different models (")
+    assert not (tmp_path / "t.db").exists()          # refused before a run was stored
+
+
 def test_a_worker_of_another_model_that_joins_later_is_left_out(client, tmp_path, log):
     workers = gpu_workers(client)
     [late] = [a for a, n in workers.items() if n == "1"]
@@ -234,6 +250,15 @@ def test_a_worker_of_another_model_that_joins_later_is_left_out(client, tmp_path
     assert all(r.status == "ok" and r.device_name == "FAKE GPU" for r in results)
     assert {c["worker"] for c in calls(log) if c["kind"] == "run"} == {"0"}
     assert list(gpus.excluded) == [late] and "has a FAKE GPU B, not the run's FAKE GPU" in gpus.excluded[late]
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvidia-smi") is not None, reason="this host has nvidia-smi")
+def test_the_real_gpu_machinery_on_a_worker_without_a_gpu_says_so_in_one_sentence(client):
+    from optiml.cluster import LocalGpu
+
+    with pytest.raises(EnvironmentProblem, match=r"^dask worker tcp://[\d.:]+ has a GPU resource but nvidia-smi "
+                                                 r"names no GPU 0 there\.$"):
+        GpuCluster(client, LocalGpu())
 
 
 def test_no_gpu_worker_is_an_environment_problem(client):
@@ -309,3 +334,28 @@ def test_optimize_on_the_cluster_and_resume_after_its_client_is_killed(cluster, 
     assert runs and {c["worker"] for c in runs} <= {"0", "1"}          # GPU workers only
     finals = [c for c in runs if c["baseline"]]      # the final timing: one job, the seed its baseline
     assert finals and all(c["block"] == round(fastest * 100) for c in finals)
+
+
+# ------------------------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+def test_gpu_optimize_on_the_cluster_with_the_workers_real_gpu_machinery(cluster, tmp_path):
+    """Both GPU workers of the test cluster share this host's GPU 0: each its own persistent GPU
+    child, ncu one at a time on the host, compute-sanitizer; the builds on the cluster."""
+    import shutil
+
+    from optiml.app.optimize import OptimizeOptions, run_optimize
+    from optiml.traces.store import TraceStore
+    from tests.conftest import EXAMPLES
+
+    for f in ("reduce_sum.cu", "reduce_sum.toml", "ref.py"):
+        shutil.copy(EXAMPLES / "reduce_sum" / f, tmp_path / f)
+    result = run_optimize(OptimizeOptions(kernel=tmp_path / "reduce_sum.cu", budget=6, db=tmp_path / "t.db",
+                                          cluster=cluster.scheduler_address, parallel=4))
+    with TraceStore(tmp_path / "t.db", read_only=True) as store:
+        evaluations = [store.evaluation(n.id) for n in store.nodes(result.run_id, "done")]
+    ok = [ev for ev in evaluations if ev["status"] == "ok"]
+    assert result.final["status"] == "ok" and result.final["speedup"] > 0 and len(ok) >= 2, result.final
+    if shutil.which("ncu"):
+        assert all(ev["metrics"] for ev in ok), [ev["metrics"] for ev in ok]
+    print(f"cluster run: {result.line()}", file=sys.stderr)
