@@ -5,17 +5,17 @@ the [baseline] figures that `optimize` reports for bench/issue25's specs.
 
     python3 bench/issue25_compiled.py
 """
+import argparse
 import statistics
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent / "issue25"))
-import ref  # noqa: E402
 
 
 def timed(fn, make, n=30, stream=None):
+    import torch
+
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     ctx = torch.cuda.stream(stream) if stream is not None else torch.cuda.stream(torch.cuda.current_stream())
     out = []
@@ -33,7 +33,18 @@ def timed(fn, make, n=30, stream=None):
     return statistics.median(out)
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
+    try:
+        import torch
+        ok = torch.cuda.is_available()
+    except ImportError:
+        ok = False
+    if not ok:
+        print("bench/issue25_compiled.py: no GPU was found (PyTorch sees no CUDA device); run it on the GPU machine.",
+              file=sys.stderr)
+        return 1
+    import ref
     d = "cuda"
     cases = {
         "softmax": (ref.softmax_compiled, lambda: dict(x=torch.randn(4096, 32768, device=d), y=None, rows=4096, cols=32768)),
@@ -53,4 +64,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

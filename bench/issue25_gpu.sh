@@ -20,6 +20,7 @@ for t in ${TASKS:-softmax_long rmsnorm_strided block_sum silu}; do
     echo "== $t $(date +%T)"
     python3 -m optiml optimize "bench/issue25/$t.cu" --budget 60 --proposer rules --sanitize off \
         --db "$OUT/$t.db" -o "$OUT/$t.best.cu" "$@" 2>&1 | grep -E "^run |limit|baseline|Error|rror:" | tail -5
-    python3 -m optiml show --db "$OUT/$t.db" 2>&1 | head -30
+    python3 -m optiml show --db "$OUT/$t.db" 2>&1 | grep -E "^(step|  edit|final|limit|candidates|rewrites|  [a-z_-]+: )" | cut -c1-240
 done
 python3 bench/issue19_table.py "$OUT"/*.db --calibration "$OUT/calibration.json" | tee "$OUT/table.md"
+[[ -n "${COMPILED:-1}" ]] && python3 bench/issue25_compiled.py       # torch.compile alone, plain CUDA events

@@ -29,6 +29,7 @@ class Status(str, Enum):
     RUNNING = "running"
     EDIT_FAILED = "edit_failed"
     DUPLICATE = "duplicate"
+    REFUSED = "refused"                # a rewrite the rules proposer looked at and did not make, saying why
     OK = "ok"
     SOURCE_ERROR = "source_error"
     LAUNCH_CONFIG_ERROR = "launch_config_error"
@@ -55,6 +56,7 @@ class Status(str, Enum):
 _CATEGORY = {
     Status.PENDING: Category.UNFINISHED, Status.RUNNING: Category.UNFINISHED,
     Status.EDIT_FAILED: Category.NOT_EVALUATED, Status.DUPLICATE: Category.NOT_EVALUATED,
+    Status.REFUSED: Category.NOT_EVALUATED,
     Status.OK: Category.OK,
     Status.SOURCE_ERROR: Category.BUILD_FAILURE, Status.LAUNCH_CONFIG_ERROR: Category.BUILD_FAILURE,
     Status.COMPILE_ERROR: Category.BUILD_FAILURE, Status.BUILD_TIMEOUT: Category.BUILD_FAILURE,

@@ -88,7 +88,9 @@ def test_format_path_shows_steps_diffs_speedups_and_deltas(traj):
     assert "two blocks per SM" in step2 and "+__global__ void __launch_bounds__(1024, 2)" in step2
     assert "2.00x vs seed" in step2 and "achieved occupancy 50% → 94%" in step2
     assert "drop the barrier" not in text  # not on the path
-    assert text.rstrip().endswith("candidates: 5 (done:ok 3, failed:wrong_answer 1, pending 1)")
+    assert "\ncandidates: 5 (done:ok 3, failed:wrong_answer 1, pending 1)\nrewrites:\n" in text
+    # the rules proposer's account: its own edits only (the LLM's padding is not one of its rewrites)
+    assert text.rstrip().endswith("rewrites:\n  launch_bounds: 1 made, 1 verified; best 1.25x over the kernel it rewrote")
 
 
 def test_format_path_without_a_verified_candidate(tmp_path):

@@ -20,11 +20,14 @@ class MixedProposer:
         n = len(self.proposers)
         shares = [k // n + (1 if i < k % n else 0) for i in range(n)]
         out: list[Proposal] = []
+        refused: dict[str, Proposal] = {}      # records of rewrites not made: outside the shares
         short, full = 0, []
         for p, share in zip(self.proposers, shares):
             if share <= 0:
                 continue
-            got = list(p.propose(node, share, rng))[:share]
+            got = list(p.propose(node, share, rng))
+            refused.update((x.edit, x) for x in got if x.refused)
+            got = [x for x in got if not x.refused][:share]
             short += share - len(got)
             out += got
             if len(got) == share:
@@ -33,7 +36,7 @@ class MixedProposer:
             if short <= 0:
                 break
             seen = {x.edit for x in out}
-            extra = [x for x in p.propose(node, share + short, rng) if x.edit not in seen][:short]
+            extra = [x for x in p.propose(node, share + short, rng) if x.edit not in seen and not x.refused][:short]
             out += extra
             short -= len(extra)
-        return out[:k]
+        return out[:k] + list(refused.values())

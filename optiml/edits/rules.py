@@ -17,8 +17,8 @@ from .transforms import Transform, all_transforms
 from .types import Attempt, NodeView, Proposal
 
 # base priors by transform kind, before the profile adjusts them
-BASE = {"tune": 0.5, "knob": 0.6, "coarsen": 0.4, "vectorize": 0.4, "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3,
-        "launch_bounds": 0.25, "flag": 0.2}
+BASE = {"tune": 0.5, "knob": 0.6, "coarsen": 0.4, "vectorize": 0.4, "accumulate": 0.7, "cache": 0.5, "shuffle": 0.35,
+        "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3, "launch_bounds": 0.25, "flag": 0.2}
 
 
 def _num(metrics: dict, key: str) -> float | None:
@@ -42,6 +42,7 @@ def conflicts(metrics: dict) -> float:
 
 
 FAILED_FAMILY = 0.4         # the prior's factor for each failure of the same edit family seen on the path
+GIVE_UP = 3                 # failures of one family on the path after which it is not proposed there again
 NO_GAIN = 1.02              # a flag tried above this node that gained less than this is not tried again below
 _TUNE_EDIT = re.compile(r"^(\w+) -?\d+ -> -?\d+$")
 _RUNTIME_FAILURES = {Category.WRONG, Category.CRASH}
@@ -73,7 +74,8 @@ def prior(t: Transform, node: NodeView) -> float | None:
 
     Learning from the path: each time an edit of the same family (:func:`family`) failed
     verification, faulted or timed out from this node or an ancestor, the prior is multiplied by
-    :data:`FAILED_FAMILY`; a flag already tried above this node that gained less than
+    :data:`FAILED_FAMILY`, and after :data:`GIVE_UP` such failures it is not proposed there at all;
+    a flag already tried above this node that gained less than
     :data:`NO_GAIN` is not proposed again below it; ``-use_fast_math`` is worth less on a
     memory-bound profile."""
     p = _prior(t, node)
@@ -85,6 +87,8 @@ def prior(t: Transform, node: NodeView) -> float | None:
                                 (a.speedup or 0.0) < NO_GAIN for a in seen):
         return None
     fails = sum(1 for a in seen if category(a.status) in _RUNTIME_FAILURES)
+    if fails >= GIVE_UP:
+        return None
     p *= FAILED_FAMILY ** fails
     if t.edit == "flag -use_fast_math" and _memory_bound(node.metrics or {}):
         p *= 0.3
@@ -115,6 +119,28 @@ def _prior(t: Transform, node: NodeView) -> float | None:
     return p * t.hint
 
 
+def profile_reason(kind: str, m: dict) -> tuple[float, str]:
+    """How the node's profile weighs a structural rewrite (a factor on its prior) and the sentence
+    saying why, stored with the proposal; (1.0, "") when the profile says nothing about it."""
+    dram, barrier = _num(m, "dram_throughput_pct"), _num(m, "stall_barrier")
+    occ = _num(m, "achieved_occupancy_pct")
+    if kind in ("accumulate", "shuffle"):
+        if barrier is not None and barrier >= 0.5:
+            return 1.3, f"The profile shows {barrier:.2f} warps per issue cycle stalled at barriers: the reduction's steps cost."
+        if dram is not None and dram < 50:
+            return 1.2, f"The profile shows DRAM at {dram:.0f} % of its peak: the loads do not stream."
+    elif kind == "cache":
+        if dram is not None and dram >= 60:
+            return 1.4, f"The profile shows DRAM at {dram:.0f} % of its peak: reading each element once saves traffic."
+    elif kind in ("vectorize", "coarsen"):
+        if dram is not None and dram < 70:
+            return 1.2, f"The profile shows DRAM at {dram:.0f} % of its peak: fewer, wider memory instructions help it stream."
+    elif kind == "knob":
+        if occ is not None and occ < 50 and _limiters(m) & {"warps", "blocks"}:
+            return 1.3, f"The profile shows {occ:.0f} % achieved occupancy, limited by warps or blocks per SM."
+    return 1.0, ""
+
+
 class RulesProposer:
     """Catalogue of safe transformations, ranked by the node's diagnosis.
 
@@ -138,16 +164,24 @@ class RulesProposer:
             return []
         regs = (node.resources or {}).get("registers")
         tried = {a.edit for a in node.attempts}
-        out = []
+        out, refused = [], []
         for t in all_transforms(node.source, node.entry, tuple(node.flags), regs, self.threads,
-                                auto_tune=not self.space, launch=self.launch):
+                                auto_tune=not self.space, launch=self.launch, refused=refused):
             if t.edit in tried:
                 continue
             p = prior(t, node)
             if p is None or p <= 0:
                 continue
+            factor, why = profile_reason(t.kind, node.metrics or {})
             out.append(Proposal(source=t.source, flags=tuple(node.flags) + t.flags, edit=t.edit,
-                                rationale=t.rationale, prior=p, proposer=self.name))
+                                rationale=f"{t.rationale} {why}".strip(), prior=p * factor, proposer=self.name))
+        # a rewrite that looked applicable and was not made: recorded once where it first happened
+        said = {(a.edit, a.message) for a in _seen(node)}
+        for name, why in refused:
+            edit = f"{name}: refused"
+            if (edit, why) not in said and edit not in tried:
+                out.append(Proposal(source=node.source, flags=tuple(node.flags), edit=edit, rationale=why,
+                                    prior=0.0, proposer=self.name, refused=why))
         return sorted(out, key=lambda p: p.edit)
 
     def space_moves(self, node: NodeView) -> list[tuple[dict, str, float]]:
@@ -163,7 +197,9 @@ class RulesProposer:
         return sorted(((ch, edit, BASE["space"] * p) for (ch, edit, _), p in zip(found, ps)), key=lambda m: m[1])
 
     def propose(self, node: NodeView, k: int, rng) -> list[Proposal]:
-        cands: list = self.candidates(node) + self.space_moves(node)
+        made = self.candidates(node)
+        refused = [c for c in made if c.refused]
+        cands: list = [c for c in made if not c.refused] + self.space_moves(node)
         keys = [rng.random() for _ in cands]           # tie-breaks, reproducible from the seed
         prior_of = lambda c: c.prior if isinstance(c, Proposal) else c[2]
         ranked = sorted(zip(cands, keys), key=lambda ck: (-round(prior_of(ck[0]), 9), ck[1]))
@@ -176,4 +212,4 @@ class RulesProposer:
                              rationale="a move in the declared tuning space, ranked by a model of every runtime "
                                        "the search has measured (near the fast ones, or far from anything measured).")
             out.append(c)
-        return out
+        return out + refused            # records, outside the k (the search stores them as refused)

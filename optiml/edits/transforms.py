@@ -16,7 +16,9 @@ from ..errors import ExprError
 from ..source import _walk, parse_source
 from ..spec.space import TUNABLE_NAME, constant_sites
 from .cutree import Transform, _entry_def, _params, _splice, _t, _tree  # noqa: F401 (Transform re-exported)
-from .structural import grid_stride, tie_block_literal, vectorize_float4  # noqa: F401 (re-exported)
+from .reductions import accumulate_first, warp_shuffle  # noqa: F401 (in _STRUCTURAL)
+from .reuse import cache_rereads  # noqa: F401 (in _STRUCTURAL)
+from .structural import grid_stride, tie_block_literal, vectorize_float4  # noqa: F401 (in _STRUCTURAL, re-exported)
 
 MAX_THREADS = 1024
 MAX_STATIC_SMEM = 48 * 1024
@@ -363,21 +365,25 @@ def flag_variants(source: str, flags: tuple[str, ...] = (), registers: int | Non
 
 def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
                    registers: int | None = None, threads: int | None = None,
-                   auto_tune: bool = True, launch=None) -> list[Transform]:
+                   auto_tune: bool = True, launch=None, refused: list | None = None) -> list[Transform]:
     """Every transform above for ``source`` (an unparseable source gives what still applies);
     ``auto_tune`` False leaves the integer constants alone (a declared space tunes its own);
-    ``launch``: the spec's (grid, block, shared_mem), for a literal block to become a knob."""
+    ``launch``: the spec's (grid, block, shared_mem), for a literal block to become a knob.
+    ``refused``, when given, receives (rewrite, why) for each structural rewrite that looked
+    applicable and was not made."""
     out = []
     out += tune_constants(source, entry) if auto_tune else []
-    if auto_tune:
-        for rewrite in (tie_block_literal, grid_stride, vectorize_float4):
-            try:
-                out += rewrite(source, entry, launch)[0]
-            except Exception as e:          # a bug in a rewrite costs its proposal, not the run
-                from loguru import logger
+    for name, rewrite in _structural(auto_tune):
+        try:
+            made, why = rewrite(source, entry, launch)
+        except Exception as e:          # a bug in a rewrite costs its proposal, not the run
+            from loguru import logger
 
-                logger.warning("the {} rewrite failed on this source ({}: {}); skipped", rewrite.__name__,
-                               type(e).__name__, e)
+            logger.warning("the {} rewrite failed on this source ({}: {}); skipped", name, type(e).__name__, e)
+            continue
+        out += made
+        if why and not made and refused is not None:
+            refused.append((name, why))
     out += pad_shared(source)
     out += add_restrict(source, entry)
     out += add_const(source, entry)
@@ -385,3 +391,16 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
     out += add_launch_bounds(source, entry, threads)
     out += flag_variants(source, flags, registers)
     return [t for t in out if t.source != source or t.flags]
+
+
+
+# name, rewrite function (looked up at call time, so a test may replace one), adds a tuned constant
+_STRUCTURAL = (("knob", "tie_block_literal", True), ("coarsen", "grid_stride", True),
+               ("vectorize", "vectorize_float4", False), ("accumulate", "accumulate_first", True),
+               ("cache", "cache_rereads", True), ("shuffle", "warp_shuffle", False))
+
+
+def _structural(auto_tune: bool):
+    """(name, rewrite) of the structural rewrites; without ``auto_tune`` (a declared space tunes
+    its own names) those that add a constant to tune are left out."""
+    return [(name, globals()[fn]) for name, fn, tuned in _STRUCTURAL if auto_tune or not tuned]

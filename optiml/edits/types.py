@@ -50,6 +50,8 @@ class Proposal:
     prior: float = 1.0           # relative preference from the diagnosis, > 0
     proposer: str = "rules"
     error: str | None = None     # an edit that could not be applied: stored as edit_failed
+    refused: str | None = None   # a rewrite that was looked at and not made, and why: stored as refused,
+                                 # outside the ``k`` proposals asked for
     exchange: dict | None = None  # the proposer call behind it (LLM: model, prompt, raw answer,
                                   # parsed_edits, tokens_in, tokens_out, latency_s, error), stored
                                   # once in the proposals table even when proposals share it

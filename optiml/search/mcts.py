@@ -195,7 +195,9 @@ class MCTS:
 
     def _take(self, parent: Node, p: Proposal, call: int | None) -> bool:
         """Add ``p`` under ``parent`` as a pending node, or record why not; True when added."""
-        if p.error:
+        if p.refused:
+            status, message = Status.REFUSED, p.refused
+        elif p.error:
             status, message = Status.EDIT_FAILED, p.error
         elif (same := self._keys.get(node_key(p.source, p.flags))) is not None:
             status, message = Status.DUPLICATE, f"same source and flags as node {same.id} ({same.edit})"
@@ -374,7 +376,11 @@ class MCTS:
         node.calls += 1
         rng = random.Random(f"{self.config.seed}:{node.id}:{call}")
         k = max(1, node.widening_limit(self.config.k_w, self.config.alpha) - len(node.children))
-        proposals = list(self.proposer.propose(self.view(node), k, rng))[:k]
+        proposals = list(self.proposer.propose(self.view(node), k, rng))
+        for p in proposals:                  # refusals are records, not candidates: outside the k
+            if p.refused:
+                self._take(node, p, call)
+        proposals = [p for p in proposals if not p.refused][:k]
         added = sum(self._take(node, p, call) for p in proposals)
         if not proposals:
             node.exhausted = True

@@ -138,7 +138,7 @@ class Node:
 
 
 def attempt_record(parent: Node, proposal, status: str, message: str, call: int) -> dict:
-    """The record of a proposal that did not become a node (edit_failed or duplicate)."""
+    """The record of a proposal that did not become a node (edit_failed, duplicate or refused)."""
     return {"id": None, "parent": parent.id, "source": proposal.source, "flags": list(proposal.flags),
             "edit": proposal.edit, "rationale": proposal.rationale, "proposer": proposal.proposer,
             "prior": proposal.prior, "call": call, "status": str(status), "result": {"message": message},

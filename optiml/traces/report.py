@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 
 from ..best import choose_best
 from .limits import baseline_text, sol_text
@@ -160,7 +161,74 @@ def format_path(store: TraceStore, run_id: int) -> str:
     if final:
         lines.append(format_sanitize(final.get("sanitize")))
     lines.append(format_counts(store.status_counts(run_id)))
+    lines += format_rewrites(store, run_id)
     return "\n".join(lines) + "\n"
+
+
+# the rules proposer's edits by the rewrite that made them (first match wins)
+_REWRITES = ((re.compile(r"^\w+ -?\d+ -> -?\d+$"), "tune"), (re.compile(r"^(\w[\w-]*): refused$"), None),
+             (re.compile(r"^knob "), "knob"), (re.compile(r"^grid-stride"), "coarsen"), (re.compile(r"^float4"), "vectorize"),
+             (re.compile(r"^accumulate"), "accumulate"), (re.compile(r"^cache "), "cache"),
+             (re.compile(r"^warp-shuffle"), "shuffle"), (re.compile(r"^pad "), "pad"), (re.compile(r"^__restrict__"), "restrict"),
+             (re.compile(r"^const "), "const"), (re.compile(r"^#pragma unroll"), "unroll"),
+             (re.compile(r"^__launch_bounds__"), "launch_bounds"), (re.compile(r"^flag "), "flag"))
+
+
+RULES = "rules"             # the rules proposer's name on its nodes (optiml.edits.rules.RulesProposer)
+
+
+def rewrite_of(edit: str | None) -> str | None:
+    """The rules proposer's rewrite behind an edit (``tune``, ``accumulate``, ``cache``, ...), None
+    for edits it does not make."""
+    for pattern, kind in _REWRITES:
+        m = pattern.match(edit or "")
+        if m:
+            return kind or m.group(1)
+    return None
+
+
+def format_rewrites(store: TraceStore, run_id: int) -> list[str]:
+    """The rules proposer's account of a run: per rewrite, the candidates it made, how many
+    verified (what the others ended as) and the best speedup over the kernel it rewrote; then
+    each rewrite it looked at and refused, with why."""
+    nodes = [n for n in store.nodes(run_id) if n.proposer == RULES and n.parent_id is not None]
+    med = {}
+    stats: dict[str, dict] = {}
+    for n in store.nodes(run_id):
+        e = store.evaluation(n.id) or {}
+        med[n.id] = e.get("median_ms") if e.get("status") == OK else None
+    for n in nodes:
+        kind = rewrite_of(n.edit)
+        if kind is None:
+            continue
+        e = store.evaluation(n.id) or {}
+        st = stats.setdefault(kind, {"made": 0, "ok": 0, "other": {}, "best": None})
+        st["made"] += 1
+        if e.get("status") == OK:
+            st["ok"] += 1
+            if med.get(n.parent_id) and med.get(n.id):
+                r = med[n.parent_id] / med[n.id]
+                st["best"] = r if st["best"] is None else max(st["best"], r)
+        elif e.get("status"):
+            st["other"][e["status"]] = st["other"].get(e["status"], 0) + 1
+    refused: dict[str, list[str]] = {}
+    for p in store.proposals(run_id=run_id):
+        rec = p.get("parsed_edits") or {}
+        if p.get("kind") == "attempt" and rec.get("status") == "refused":
+            why = (rec.get("result") or {}).get("message") or p.get("error") or ""
+            reasons = refused.setdefault(rewrite_of(rec.get("edit")) or rec.get("edit") or "-", [])
+            if why not in reasons:
+                reasons.append(why)
+    if not stats and not refused:
+        return []
+    out = ["rewrites:"]
+    for kind, st in sorted(stats.items(), key=lambda kv: (-kv[1]["made"], kv[0])):
+        other = ", ".join(f"{v} {k}" for k, v in sorted(st["other"].items()))
+        best = f"; best {st['best']:.2f}x over the kernel it rewrote" if st["best"] else ""
+        out.append(f"  {kind}: {st['made']} made, {st['ok']} verified" + (f" ({other})" if other else "") + best)
+    for kind, reasons in sorted(refused.items()):
+        out.append(f"  {kind}: refused " + ("; ".join(reasons[:2]) + (f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else "")))
+    return out
 
 
 GENERATED = "description"     # the proposer of an `optiml generate` run's root, which stands for the description
