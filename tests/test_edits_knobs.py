@@ -270,3 +270,13 @@ def test_a_body_that_is_not_elementwise_on_floats_is_not_vectorized(body, said):
            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n" + body + "}\n")
     ts, why = vectorize_float4(src, "k", (("cdiv(n, 256)",), (256,), 0))
     assert ts == [] and said in why
+
+
+def test_a_coarsened_grid_still_ties_its_block_literal(tmp_path):
+    coarse, _ = grid_stride(ELEMENTWISE, "scale", (("cdiv(n, 256)",), (256,), 0))
+    ts, why = tie_block_literal(coarse[0].source, "scale", (("cdiv(n, 256)",), (256,), 0))
+    assert why is None and ts
+    out = ts[0].source
+    assert parse_source(out).launch.grid == ("cdiv(n, (OPTIML_BLOCK_SIZE) * OPTIML_ITEMS_PER_THREAD)",)
+    assert parse_source(out).launch.block == ("OPTIML_BLOCK_SIZE",)
+    assert compiles(tmp_path, out)

@@ -136,16 +136,20 @@ def test_a_tree_that_is_not_a_guarded_add_is_not_shuffled():
 # -- registers for what several loops re-read ---------------------------------------------------
 def test_a_norm_reads_its_column_once_and_keeps_it_in_registers(tmp_path):
     ts, why = cache_rereads(RMSNORM, "rms")
-    assert why is None and len(ts) == 1
+    assert why is None and [t.edit[-23:] for t in ts] == ["OPTIML_CACHE_ITEMS = 16", "OPTIML_CACHE_ITEMS = 64"]
     out = ts[0].source
-    assert out.startswith("#define OPTIML_CACHE 16\n")
-    assert out.count("#pragma unroll") == 2 and "float optiml_cache[OPTIML_CACHE];" in out
+    assert out.startswith("#define OPTIML_CACHE_ITEMS 16\n")
+    assert out.count("#pragma unroll") == 2 and "float optiml_cache[OPTIML_CACHE_ITEMS];" in out
     assert "optiml_cache[optiml_u] = xc[(size_t)k * sp];" in out
     assert "yc[(size_t)k * sp] = optiml_cache[optiml_u] * r;" in out
     # past the cache, each loop goes on as it was
-    assert "for (int k = (0) + OPTIML_CACHE * (1); k < f; k += 1) yc[(size_t)k * sp] = xc[(size_t)k * sp] * r;" in out
+    assert "for (int k = (0) + OPTIML_CACHE_ITEMS * (1); k < f; k += 1) yc[(size_t)k * sp] = xc[(size_t)k * sp] * r;" in out
     report = build(tmp_path, out)
     assert "0 bytes stack frame" in report          # unrolled: the cache is registers, not local memory
+    assert "0 bytes stack frame" in build(tmp_path, ts[1].source)
+    # the size is a name the tuning moves
+    from optiml.edits.transforms import tune_constants
+    assert {t.edit for t in tune_constants(out, "rms")} == {"OPTIML_CACHE_ITEMS 16 -> 8", "OPTIML_CACHE_ITEMS 16 -> 32"}
 
 
 def test_a_three_pass_softmax_keeps_its_row_for_the_later_passes(tmp_path):

@@ -16,8 +16,8 @@ from ..source import _walk, parse_source
 from .cutree import Transform, _entry_def, _splice, _t, _tree
 from .structural import _free_name
 
-CACHE_NAMES = ("OPTIML_CACHE", "OPTIML_REG_CACHE")
-CACHE = 16
+CACHE_NAMES = ("OPTIML_CACHE_ITEMS", "OPTIML_REG_CACHE_ITEMS")   # ..._ITEMS: a name the tuning moves
+CACHES = (16, 64)            # the first sizes proposed: a few registers, or a whole 64-long loop
 _NUMBER_TYPES = {"float", "double", "int", "unsigned", "unsigned int", "__half", "half", "__nv_bfloat16", "float2",
                  "float4"}
 _FLOW = re.compile(r"\b(break|continue|return|goto)\b")
@@ -100,7 +100,7 @@ def _unconditional(node, body) -> bool:
     return n is not None
 
 
-def cache_rereads(source: str, entry: str = "", launch=None, cache: int = CACHE) -> tuple[list[Transform], str | None]:
+def cache_rereads(source: str, entry: str = "", launch=None, caches=CACHES) -> tuple[list[Transform], str | None]:
     """Loops of one block with the same header (``for (int k = S; k < L; k += STEP)``) that read
     the same element ``A[E]`` of a ``const`` array: the first keeps it in registers for the others
     (see the module). Refused (with the reason) where a loop body synchronises, leaves the loop, or
@@ -195,9 +195,12 @@ def cache_rereads(source: str, entry: str = "", launch=None, cache: int = CACHE)
         text = _splice(source, edits)
         lines = text.splitlines(keepends=True)
         last = max((i for i, ln in enumerate(lines) if ln.lstrip().startswith("#include")), default=-1)
-        text = "".join(lines[:last + 1] + [f"#define {name} {cache}\n"] + lines[last + 1:])
-        return [Transform("cache", text, f"cache {key} in registers across {len(edits)} loops, {name} = {cache}",
-                          f"{len(edits)} loops over the same {var} read {key} again each time; the first keeps the "
-                          f"first {cache} elements a thread in registers ({name}, then tuned) so the others read "
-                          f"them there instead of from memory.", hint=0.9)], None
+        out = []
+        for cache in caches:
+            variant = "".join(lines[:last + 1] + [f"#define {name} {cache}\n"] + lines[last + 1:])
+            out.append(Transform("cache", variant, f"cache {key} in registers across {len(edits)} loops, {name} = {cache}",
+                                 f"{len(edits)} loops over the same {var} read {key} again each time; the first keeps "
+                                 f"the first {cache} elements a thread in registers ({name}, then tuned) so the others "
+                                 f"read them there instead of from memory.", hint=0.9 if cache <= 16 else 0.8))
+        return out, None
     return [], why

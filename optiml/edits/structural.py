@@ -99,13 +99,16 @@ def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[T
     name = _free_name(KNOB_NAMES, info, source)
     if name is None:
         return [], "no free name for the block size"
-    # the launch: the literal is tied only as the divisor of a cdiv(X, B) grid; anywhere else in the
-    # grid or the shared memory it may mean something else
+    # the launch: the literal is tied only as the divisor of a cdiv(X, B) grid (or of a coarsened
+    # cdiv(X, (B) * K)); anywhere else in the grid or the shared memory it may mean something else
     new_grid = []
     for g in grid:
         parts = _cdiv_parts(g)
+        times = re.fullmatch(rf"\(\s*{value}\s*\)\s*\*\s*(.+)", parts[1].strip()) if parts is not None else None
         if parts is not None and _literal_of(parts[1]) == value:
             new_grid.append(f"cdiv({parts[0]}, {name})")
+        elif times and not re.search(rf"(?<![\w.]){value}(?![\w.])", times.group(1)):   # a coarsened grid
+            new_grid.append(f"cdiv({parts[0]}, ({name}) * {times.group(1)})")
         elif re.search(rf"(?<![\w.]){value}(?![\w.])", str(g)):
             return [], f"the launch's grid {g} also holds {value}, so the block's literal is not made a knob"
         else:
