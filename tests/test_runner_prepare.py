@@ -139,3 +139,39 @@ def test_a_candidate_whose_constants_break_a_shape_is_a_launch_config_error(tmp_
     ev = evaluator(spec, kernel, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
     r = ev.evaluate(Candidate(kernel.replace("#define PAD 1", "#define PAD (1 << 40)")))
     assert r.status == "launch_config_error" and "2**40 bytes" in r.message and harness.jobs == []
+
+
+HEAVY = """#define BLOCK 1024
+__global__ void scale(const float* x, float* y, int n, float alpha) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    float a[160];
+#pragma unroll
+    for (int j = 0; j < 160; j++) a[j] = x[(i + j * 977) % n];
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < 160; j++) s += a[j] * a[159 - j] * (j + 1);
+    if (i < n) y[i] = alpha * x[i] + s * 0.0f;
+}
+"""
+
+
+def test_a_block_that_needs_more_registers_than_an_sm_has_never_reaches_the_gpu(tmp_path):
+    ev, harness = make(tmp_path)
+    r = ev.evaluate(Candidate(HEAVY))
+    assert r.status == "launch_config_error" and "registers a thread, so a block of 1024 threads needs" in r.message
+    assert "CUDA would refuse the launch" in r.message and harness.jobs == []
+    ok = ev.evaluate(Candidate(HEAVY.replace("BLOCK 1024", "BLOCK 512")))    # half the block fits
+    assert ok.status == "ok" and ok.resources.registers * 512 <= 65536
+
+
+def test_the_register_rule_counts_whole_warps_in_units_of_256():
+    from types import SimpleNamespace
+
+    from optiml.runner.prepare import register_problem
+    at = lambda *block: [SimpleNamespace(block=block)]       # noqa: E731
+    assert register_problem(64, at(1024, 1, 1)) is None                  # 32 warps x 2048 = 65536
+    assert register_problem(65, at(1024, 1, 1)) is not None              # 72 a thread: 32 x 2304
+    assert register_problem(72, at(896, 1, 1)) is None                   # 28 warps x 2304 = 64512
+    assert register_problem(66, at(992, 1, 1)) is not None               # 31 x 2304 (66 x 32 = 2112 rounds up)
+    assert register_problem(255, at(256, 1, 1)) is None and register_problem(255, at(257, 1, 1)) is not None
+    assert register_problem(0, at(1024, 1, 1)) is None                   # unknown: the GPU will say

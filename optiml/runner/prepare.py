@@ -21,6 +21,7 @@ from ..verify.harness import Case, HarnessJob, KernelBinary
 from .types import Candidate, Evaluation
 
 MAX_THREADS_PER_BLOCK = 1024
+REGISTERS_PER_BLOCK = 65536      # every architecture since sm_50 (the register file of an SM)
 
 
 class Preparer:
@@ -92,6 +93,9 @@ class Preparer:
         if symbol is None or problem:
             return None, ev.fail(Status.COMPILE_ERROR, problem or f"the cubin has no entry {self.spec.entry!r}.")
         ev.resources = build.resources.get(symbol)
+        problem = register_problem(getattr(ev.resources, "registers", 0), launches, self.spec.all_size_sets)
+        if problem:
+            return None, ev.fail(Status.LAUNCH_CONFIG_ERROR, problem)
         return KernelBinary(build.cubin_path, symbol, launches, dict(info.constants)), ev
 
     def reference_binary(self) -> KernelBinary | None:
@@ -150,6 +154,23 @@ class Preparer:
                     logger.warning("the gpu_ops kernels did not build ({}); inputs are drawn on the host", e)
                     self._ops = ""
             return self._ops or None
+
+
+def register_problem(registers: int, launches, size_sets=()) -> str | None:
+    """Why a launch would fail for want of registers (one sentence), or None: a warp's registers are
+    allocated in units of 256, and a block's must fit in the SM's 65536, or CUDA refuses the launch
+    ("too many resources requested"); said here, before any GPU time is spent on it."""
+    if not registers:
+        return None
+    per_warp = -(-registers * 32 // 256) * 256
+    for launch, sizes in zip(launches, list(size_sets) or [None] * len(launches)):
+        threads = math.prod(launch.block)
+        need = -(-threads // 32) * per_warp
+        if need > REGISTERS_PER_BLOCK:
+            return (f"the kernel uses {registers} registers a thread, so a block of {threads} threads needs {need}, "
+                    f"more than the {REGISTERS_PER_BLOCK} of an SM" + (f" (at sizes {sizes})" if sizes else "")
+                    + "; CUDA would refuse the launch.")
+    return None
 
 
 class ReferenceUnavailable(Exception):
