@@ -280,3 +280,28 @@ def test_a_coarsened_grid_still_ties_its_block_literal(tmp_path):
     assert parse_source(out).launch.grid == ("cdiv(n, (OPTIML_BLOCK_SIZE) * OPTIML_ITEMS_PER_THREAD)",)
     assert parse_source(out).launch.block == ("OPTIML_BLOCK_SIZE",)
     assert compiles(tmp_path, out)
+
+
+TEMPLATED = """template <int TILE>
+__device__ float partial(const float* x, int i) {
+    float s = 0.f;
+    for (int j = 0; j < TILE; j++) s += x[i * TILE + j];
+    return s;
+}
+__global__ void k(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = partial<8>(x, i) + partial<8>(x, i + 1) * 0.0f;
+}
+"""
+
+
+def test_a_template_argument_of_the_entry_is_tuned_at_every_place_together(tmp_path):
+    ts = {t.edit: t for t in tune_constants(TEMPLATED, "k")}
+    assert set(ts) == {"TILE 8 -> 4", "TILE 8 -> 16"}
+    out = ts["TILE 8 -> 16"].source
+    assert out.count("partial<16>(") == 2 and "partial<8>" not in out
+    assert compiles(tmp_path, out)
+    # two values: not one quantity, left alone
+    assert tune_constants(TEMPLATED.replace("partial<8>(x, i + 1)", "partial<4>(x, i + 1)"), "k") == []
+    # a name that is not a tunable's (a problem size) is left alone
+    assert tune_constants(TEMPLATED.replace("TILE", "N"), "k") == []

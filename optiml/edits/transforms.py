@@ -14,7 +14,7 @@ import re
 from .. import expr as _expr
 from ..errors import ExprError
 from ..source import _walk, parse_source
-from ..spec.space import TUNABLE_NAME, constant_sites
+from ..spec.space import TUNABLE_NAME, constant_sites, template_sites
 from .cutree import Transform, _entry_def, _params, _splice, _t, _tree  # noqa: F401 (Transform re-exported)
 from .reductions import accumulate_first, warp_shuffle  # noqa: F401 (in _STRUCTURAL)
 from .reuse import cache_rereads  # noqa: F401 (in _STRUCTURAL)
@@ -139,6 +139,20 @@ def tune_constants(source: str, entry: str = "", block: tuple[str, ...] | None =
                 f"{name} is a {role}; {new} changes the work per block and the occupancy/reuse trade-off "
                 f"({'halving' if new < value else 'doubling'} it, within the hardware limits).",
                 hint=1.0 if role == "block dimension" else 0.7))
+    # template arguments the entry passes (`reduce<256>(...)`, `template __global__ void k<16>(...)`),
+    # named like a tunable and written with one value everywhere: every site moves together
+    for name, sites in sorted(template_sites(root, entry).items()):
+        value = sites[0].value
+        if name in defs or not _TUNABLE.search(name) or value < 1 or len({st.value for st in sites}) != 1:
+            continue
+        for new in _neighbours(value):
+            if _BLOCKISH.search(name) and new > min(MAX_THREADS, cap or MAX_THREADS):
+                continue
+            out.append(Transform(
+                "tune", _splice(source, [(st.start, st.end, str(new)) for st in sites]), f"{name} {value} -> {new}",
+                f"{name} is a template argument of the kernel ({len(sites)} place{'s' if len(sites) != 1 else ''}); "
+                f"{new} changes the work per block and the occupancy/reuse trade-off "
+                f"({'halving' if new < value else 'doubling'} it).", hint=0.7))
     return out
 
 
