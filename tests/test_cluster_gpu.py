@@ -348,7 +348,7 @@ def test_gpu_optimize_on_the_cluster_with_the_workers_real_gpu_machinery(cluster
     from optiml.traces.store import TraceStore
     from tests.conftest import EXAMPLES
 
-    for f in ("reduce_sum.cu", "reduce_sum.toml", "ref.py"):
+    for f in ("reduce_sum.cu", "reduce_sum.toml", "ref.py", "baseline.py"):
         shutil.copy(EXAMPLES / "reduce_sum" / f, tmp_path / f)
     result = run_optimize(OptimizeOptions(kernel=tmp_path / "reduce_sum.cu", budget=6, db=tmp_path / "t.db",
                                           cluster=cluster.scheduler_address, parallel=4))
