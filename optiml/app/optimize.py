@@ -51,6 +51,7 @@ class OptimizeOptions:
     output: Path | None = None             # None: KERNEL.optiml.cu
     sanitize: str | None = None            # compute-sanitizer: each new best ("best"), every verified ("all"),
                                            # "off"; None: "best", or a resumed run's own
+    templates: bool = True                 # the rules may offer an operation template at the root
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,9 @@ class Interrupted(Exception):
 
 
 def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float,
-                  spec=None):
-    """The proposer by name; with a ``spec`` that declares ``[tune]``, the rules search its space."""
+                  spec=None, source: str | None = None, templates: bool = False):
+    """The proposer by name; with a ``spec`` that declares ``[tune]``, the rules search its space;
+    with ``templates`` (and the seed's ``source``), they may offer an operation template at the root."""
     from ..edits.rules import RulesProposer
 
     rules = {}                                      # what the rules know of the spec
@@ -135,6 +137,10 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
         rules = dict(space=spec.tune, size_sets=spec.all_size_sets)
     elif spec is not None:                          # its launch: a literal block may become a knob
         rules = dict(launch=(spec.launch.grid, spec.launch.block, spec.launch.shared_mem))
+    if templates and spec is not None and source is not None and not spec.tune:
+        from ..edits.templates import template_transforms
+
+        rules["templates"] = (source, *template_transforms(source, spec.entry, spec))
     if kind == "rules":
         return RulesProposer(**rules)
     from ..edits.llm import LLMConfig, LLMProposer
@@ -212,7 +218,7 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
         sanitize = opts.sanitize or "best"
         config = {"budget": budget, "seed": seed, "proposer": proposer, "profile": profile, "sanitize": sanitize,
                   "kernel": str(kernel.resolve()), "spec": str(spec.path.resolve()), "llm_model": llm_model,
-                  "llm_base_url": llm_base_url}
+                  "llm_base_url": llm_base_url, "templates": opts.templates}
     else:
         run = store.run(opts.resume)
         config = dict(run["config"] or {})
@@ -240,7 +246,8 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     from ..edits.hygiene import IncludeGuard
 
     # a proposal may not include what the seed does not (nvcc echoes included files into its log)
-    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec), source,
+    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec, source=source,
+                                      templates=config.get("templates", False)), source,
                         include_dirs=[kernel.resolve().parent])
     gpus = _gpu_cluster(opts.cluster, opts.timeout_s)      # with --cluster: its GPU workers evaluate
     if gpus is None:

@@ -30,6 +30,9 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("--llm-timeout", default=120.0, show_default=True, help="Seconds before an LLM request is abandoned.")
 @click.option("--resume", "resume_run", type=int, metavar="RUN", help="Continue run RUN of the database.")
 @click.option("--no-profile", is_flag=True, help="Do not run Nsight Compute (runtime alone).")
+@click.option("--no-templates", is_flag=True,
+              help="Do not offer operation templates (a GEMM-like kernel rewritten as optiml's tuned gemm_f32 "
+                   "behind the same signature, verified like any edit).")
 @db_option
 @arch_option
 @timeout_option(120.0, "a GPU child is killed")
@@ -50,7 +53,8 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write the best kernel (default: KERNEL.optiml.cu).")
 def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, time_limit: float | None, seed: int,
              seed_kernels: tuple[Path, ...], proposer: str, llm_model: str | None, llm_base_url: str | None,
-             llm_timeout: float, resume_run: int | None, no_profile: bool, db_path: Path, arch: str | None,
+             llm_timeout: float, resume_run: int | None, no_profile: bool, no_templates: bool, db_path: Path,
+             arch: str | None,
              timeout: float, gpus: str, parallel: int | None, build_jobs: int | None, cluster: str | None,
              sanitize: str | None, output: Path | None) -> None:
     """Search source edits of KERNEL under verification and write the best verified kernel.
@@ -68,7 +72,7 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
                            llm_base_url=llm_base_url, llm_timeout_s=llm_timeout, resume=resume_run,
                            profile=not no_profile, db=db_path, arch=arch, timeout_s=timeout, gpus=gpus,
                            parallel=parallel, build_jobs=build_jobs, cluster=cluster, output=output,
-                           sanitize=sanitize)
+                           sanitize=sanitize, templates=not no_templates)
     progress = SearchProgress()
 
     from ..app.optimize import Interrupted

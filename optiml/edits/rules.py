@@ -17,7 +17,7 @@ from .transforms import Transform, all_transforms
 from .types import Attempt, NodeView, Proposal
 
 # base priors by transform kind, before the profile adjusts them
-BASE = {"tune": 0.5, "knob": 0.6, "coarsen": 0.4, "vectorize": 0.4, "accumulate": 0.7, "cache": 0.5, "shuffle": 0.35,
+BASE = {"template": 0.9, "tune": 0.5, "knob": 0.6, "coarsen": 0.4, "vectorize": 0.4, "accumulate": 0.7, "cache": 0.5, "shuffle": 0.35,
         "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3, "launch_bounds": 0.25, "flag": 0.2}
 
 
@@ -150,11 +150,13 @@ class RulesProposer:
     transforms stay (``space_only`` leaves them out, as a replay of a recorded space needs)."""
 
     def __init__(self, name: str = "rules", threads: int | None = None, space=None, size_sets=(),
-                 space_only: bool = False, launch=None):
+                 space_only: bool = False, launch=None, templates=None):
         self.name = name
         self.threads = threads          # threads per block, when the caller knows it (spec launch)
         self.launch = launch            # the spec's (grid, block, shared_mem): a literal block becomes a knob
         self.space, self.size_sets, self.space_only = space, tuple(size_sets), space_only
+        # (seed source, template transforms, why none): offered (or the refusal said) at the seed only
+        self.templates = templates
         self._moves: dict[str, SpaceMoves] = {}
 
     def candidates(self, node: NodeView) -> list[Proposal]:
@@ -175,6 +177,14 @@ class RulesProposer:
             factor, why = profile_reason(t.kind, node.metrics or {})
             out.append(Proposal(source=t.source, flags=tuple(node.flags) + t.flags, edit=t.edit,
                                 rationale=f"{t.rationale} {why}".strip(), prior=p * factor, proposer=self.name))
+        if self.templates and node.source == self.templates[0]:
+            made, why = self.templates[1], self.templates[2]
+            for t in made:
+                if t.edit not in tried:
+                    out.append(Proposal(source=t.source, flags=tuple(node.flags), edit=t.edit, rationale=t.rationale,
+                                        prior=BASE.get(t.kind, 0.2) * t.hint, proposer=self.name))
+            if why and not made:
+                refused.append(("template", why))
         # a rewrite that looked applicable and was not made: recorded once where it first happened
         said = {(a.edit, a.message) for a in _seen(node)}
         for name, why in refused:

@@ -166,7 +166,7 @@ def format_path(store: TraceStore, run_id: int) -> str:
 
 
 # the rules proposer's edits by the rewrite that made them (first match wins)
-_REWRITES = ((re.compile(r"^\w+ -?\d+ -> -?\d+$"), "tune"), (re.compile(r"^(\w[\w-]*): refused$"), None),
+_REWRITES = ((re.compile(r"^template "), "template"), (re.compile(r"^\w+ -?\d+ -> -?\d+$"), "tune"), (re.compile(r"^(\w[\w-]*): refused$"), None),
              (re.compile(r"^knob "), "knob"), (re.compile(r"^grid-stride"), "coarsen"), (re.compile(r"^float4"), "vectorize"),
              (re.compile(r"^accumulate"), "accumulate"), (re.compile(r"^cache "), "cache"),
              (re.compile(r"^warp-shuffle"), "shuffle"), (re.compile(r"^pad "), "pad"), (re.compile(r"^__restrict__"), "restrict"),

@@ -1,0 +1,231 @@
+"""Operation templates (issue 26): recognise what a kernel computes, and offer a tuned template of the
+same operation behind the user's own entry signature.
+
+The recognition is a hypothesis: every candidate built from it is verified against the user's
+reference like any other edit, and a wrong guess is a failed candidate with its reason. Today:
+GEMM-like kernels in fp32 (``C[m][n] = epilogue(sum_k A[m][k] * B[k][n])``, A as M x K or K x M, B as
+K x N or N x K, the epilogue any expression of the accumulator, the row and column, the kernel's
+scalars and arrays indexed by them), instantiated from ``gemm_f32.cu``, a real CUDA file in this
+folder whose operands are reached through macros.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from ...source import _walk
+from ..cutree import Transform, _entry_def, _params, _t, _tree
+
+GEMM_F32 = "gemm_f32.cu"
+# the default space of gemm_f32 (the [tune] form: each name's values), and its restrictions
+GEMM_F32_SPACE = {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8],
+                  "OPTIML_TN": [4, 8]}
+GEMM_F32_RESTRICT = ("(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN) >= 32",
+                     "(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN) <= 1024")
+GEMM_F32_START = {"OPTIML_BM": 64, "OPTIML_BN": 64, "OPTIML_BK": 8, "OPTIML_TM": 4, "OPTIML_TN": 4}
+_MATH = {"fmaxf", "fminf", "expf", "__expf", "tanhf", "logf", "sqrtf", "rsqrtf", "fabsf", "erff", "powf", "max",
+         "min", "exp", "tanh", "log", "sqrt", "fabs", "erf", "sinf", "cosf", "float", "int", "size_t", "f", "F"}
+
+
+def template_text(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text()
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A GEMM-like kernel: kernel argument names of the operands and sizes, layouts, the epilogue
+    (in ``acc``, ``m``, ``n``) and the spec's size names for the launch."""
+    entry: str
+    a: str
+    b: str
+    c: str
+    m: str                  # the kernel's expressions of the sizes (its scalar arguments)
+    n: str
+    k: str
+    m_size: str             # the spec's size names
+    n_size: str
+    a_layout: str           # "mk": A[m * K + k]; "km": A[k * M + m]
+    b_layout: str           # "kn": B[k * N + n]; "nk": B[n * K + k] (nn.Linear's weight)
+    epilogue: str
+
+    def describe(self) -> str:
+        lay = {"mk": "M x K", "km": "K x M", "kn": "K x N", "nk": "N x K"}
+        epi = "" if self.epilogue.strip() == "acc" else f", epilogue {self.epilogue}"
+        return (f"GEMM C[{self.m} x {self.n}] = A[{lay[self.a_layout]}] x B[{lay[self.b_layout]}] "
+                f"over {self.k}{epi}")
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _strip_casts(text: str) -> str:
+    return re.sub(r"\(\s*(size_t|int|long long|long|int64_t|unsigned)\s*\)", "", text)
+
+
+def _terms(index: str) -> list[str]:
+    """The summands of an index expression, casts and parentheses around products dropped."""
+    flat = _strip_casts(_flat(index)).replace(" ", "")
+    while flat.startswith("(") and flat.endswith(")") and flat.count("(") == 1:
+        flat = flat[1:-1]
+    return [t.strip("()") for t in flat.split("+")] if flat.count("(") == 0 or "+" in flat else [flat]
+
+
+def _layout(index: str, first: str, second: str, size_of_second: str) -> bool:
+    """``index`` is ``first * size_of_second + second`` (either order of terms and factors)."""
+    t = sorted(_terms(index))
+    want = sorted([f"{first}*{size_of_second}", second])
+    alt = sorted([f"{size_of_second}*{first}", second])
+    return t in (want, alt)
+
+
+def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | None]:
+    """The GEMM behind ``entry`` (see the module), or (None, why) when it is not one; ``why`` is None
+    where nothing looked like a GEMM at all."""
+    root = _tree(source)
+    fn, fdecl = _entry_def(root, entry)
+    if fn is None:
+        return None, None
+    params = {name: _t(p) for name, _, ptr, p in _params(fdecl)}
+    pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
+    body = fn.child_by_field_name("body")
+    # the multiply-accumulate inside a loop over k: ACC += X[e1] * Y[e2]
+    mac = None
+    for n in _walk(body):
+        if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "+=":
+            right = _flat(_t(n.child_by_field_name("right")))
+            m = re.fullmatch(r"(\w+)\s*\[(.+)\]\s*\*\s*(\w+)\s*\[(.+)\]", right)
+            loop = n.parent
+            while loop is not None and loop.type != "for_statement":
+                loop = loop.parent
+            if m and m.group(1) in pointers and m.group(3) in pointers and loop is not None:
+                mac = (n, _t(n.child_by_field_name("left")).strip(), m.groups(), loop)
+                break
+    if mac is None:
+        return None, None
+    _, acc, (x, ex, y, ey), loop = mac
+    init = _flat(_t(loop.child_by_field_name("initializer") or loop))
+    km = re.fullmatch(r"(?:int|size_t|unsigned)?\s*(\w+)\s*=\s*0\s*;?", init)
+    cond = _flat(_t(loop.child_by_field_name("condition") or loop))
+    if not km:
+        return None, "not a GEMM: the loop over k does not start at 0"
+    kvar = km.group(1)
+    ck = re.fullmatch(rf"{re.escape(kvar)}\s*<\s*(\w+)", cond)
+    if not ck:
+        return None, "not a GEMM: the loop over k is not `k < K`"
+    kname = ck.group(1)
+    # the store after the loop: Z[row * N + col] = EPI(acc)
+    store = None
+    for n in _walk(body):
+        if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "=" and \
+                n.start_byte > loop.end_byte:
+            left = n.child_by_field_name("left")
+            if left is not None and left.type == "subscript_expression":
+                arr = _t(left.child_by_field_name("argument"))
+                if arr in pointers and re.search(rf"\b{re.escape(acc)}\b", _t(n.child_by_field_name("right"))):
+                    store = (arr, _t(left.child_by_field_name("indices")).strip()[1:-1], _t(n.child_by_field_name("right")))
+    if store is None:
+        return None, "not a GEMM: no store of the accumulator after the loop"
+    z, ez, epi = store
+    terms = _terms(ez)
+    if len(terms) != 2:
+        return None, f"not a GEMM: the output index {ez} is not row * N + col"
+    prod = next((t for t in terms if "*" in t), None)
+    col = next((t for t in terms if "*" not in t), None)
+    if prod is None or col is None or prod.count("*") != 1:
+        return None, f"not a GEMM: the output index {ez} is not row * N + col"
+    f1, f2 = prod.split("*")
+    args = {a.name: a for a in spec.args}
+    scalar_of = {str(a.value): a.name for a in spec.args if a.role == "scalar"}   # size name -> kernel argument
+    if not all(v in args for v in (x, y, z)):
+        return None, "not a GEMM: the operands are not the spec's arrays"
+    ax, ay, az = args[x], args[y], args[z]
+    if not (len(ax.shape) == len(ay.shape) == len(az.shape) == 2):
+        return None, "not a GEMM: the operands are not 2-D in the spec"
+    if any(a.dtype != "float32" for a in (ax, ay, az)):
+        return None, "not a GEMM in fp32 (only the fp32 template exists so far)"
+    m_size, n_size = (str(s) for s in az.shape)
+    kdims = {str(s) for s in ax.shape} & {str(s) for s in ay.shape}
+    if len(kdims) != 1:
+        return None, "not a GEMM: A and B share no one dimension"
+    k_size = kdims.pop()
+    if scalar_of.get(k_size) != kname:
+        return None, f"not a GEMM: the loop runs to {kname}, not to the spec's {k_size}"
+    mname, nname = scalar_of.get(m_size), scalar_of.get(n_size)
+    if mname is None or nname is None:
+        return None, "not a GEMM: the output's sizes are not kernel arguments"
+    if f2 == nname:
+        row = f1
+    elif f1 == nname:
+        row = f2
+    else:
+        return None, f"not a GEMM: the output index {ez} is not row * {nname} + col"
+    colv = col
+    a_layout = "mk" if [str(s) for s in ax.shape] == [m_size, k_size] else "km" if [str(s) for s in ax.shape] == [k_size, m_size] else None
+    b_layout = "kn" if [str(s) for s in ay.shape] == [k_size, n_size] else "nk" if [str(s) for s in ay.shape] == [n_size, k_size] else None
+    if a_layout is None or b_layout is None:
+        return None, "not a GEMM: the operands' shapes do not match the output's"
+    ok_a = _layout(ex, row, kvar, kname) if a_layout == "mk" else _layout(ex, kvar, row, mname)
+    ok_b = _layout(ey, kvar, colv, nname) if b_layout == "kn" else _layout(ey, colv, kvar, kname)
+    if not (ok_a and ok_b):
+        return None, f"not a GEMM: {x}[{ex}] and {y}[{ey}] do not index the spec's layouts"
+    # the epilogue: only the accumulator, the row and column, arguments and math
+    e = re.sub(rf"\b{re.escape(acc)}\b", "acc", epi)
+    e = re.sub(rf"\b{re.escape(row)}\b", "m", e)
+    e = re.sub(rf"\b{re.escape(colv)}\b", "n", e)
+    names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", re.sub(r"\d+\.?\d*[eE]?[+-]?\d*[fF]?", " ", e)))
+    unknown = names - {"acc", "m", "n"} - set(params) - _MATH
+    if unknown:
+        return None, f"not templated: the epilogue uses {', '.join(sorted(unknown))}, which is not an argument"
+    return Gemm(entry=entry, a=x, b=y, c=z, m=mname, n=nname, k=kname, m_size=m_size, n_size=n_size,
+                a_layout=a_layout, b_layout=b_layout, epilogue=_flat(e)), None
+
+
+def instantiate_gemm(source: str, g: Gemm, values: dict | None = None) -> str:
+    """``source`` with its entry replaced by gemm_f32 behind the same signature, the operand macros
+    written for ``g``, the tuning constants set (``values``, else the starting point) and the launch
+    line for it."""
+    root = _tree(source)
+    fn, fdecl = _entry_def(root, g.entry)
+    vals = dict(GEMM_F32_START, **(values or {}))
+    a = (f"{g.a}[(size_t)(m) * ({g.k}) + (k)]" if g.a_layout == "mk" else f"{g.a}[(size_t)(k) * ({g.m}) + (m)]")
+    b = (f"{g.b}[(size_t)(k) * ({g.n}) + (n)]" if g.b_layout == "kn" else f"{g.b}[(size_t)(n) * ({g.k}) + (k)]")
+    epi = re.sub(r"\bacc\b", "(acc)", g.epilogue)
+    defines = [f"#define {k} {v}" for k, v in vals.items()] + [
+        f"#define OPTIML_A(m, k) {a}", f"#define OPTIML_B(k, n) {b}",
+        f"#define OPTIML_C(m, n) {g.c}[(size_t)(m) * ({g.n}) + (n)]",
+        f"#define OPTIML_M ({g.m})", f"#define OPTIML_N ({g.n})", f"#define OPTIML_K ({g.k})",
+        f"#define OPTIML_B_ALONG_K {1 if g.b_layout == 'nk' else 0}",
+        f"#define OPTIML_EPILOGUE(acc, m, n) ({epi})"]
+    text = template_text(GEMM_F32)
+    body = text[text.index("__global__ void"):]
+    head, _, rest = body.partition("// optiml:template-signature")
+    sig = head[:head.index("optiml_gemm_f32(")] + g.entry + _t(fdecl.child_by_field_name("parameters")) + " {"
+    kernel = sig + rest
+    launch = (f'// optiml:launch {{grid = ["cdiv({g.n_size}, OPTIML_BN)", "cdiv({g.m_size}, OPTIML_BM)"], '
+              f'block = ["(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"], shared_mem = 0}}')
+    block = (f"// the entry {g.entry} as optiml's gemm_f32 template: {g.describe()}\n" + launch + "\n"
+             + "\n".join(defines) + "\n" + kernel.rstrip() + "\n")
+    data = source.encode("utf-8")
+    return data[:fn.start_byte].decode("utf-8") + block + data[fn.end_byte:].decode("utf-8")
+
+
+def template_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
+    """The templates that fit the kernel (a child of the root each), or ([], why not)."""
+    if spec is None:
+        return [], None
+    g, why = recognize_gemm(source, entry, spec)
+    if g is None:
+        return [], why
+    if "// optiml:launch" in source:
+        return [], "not templated: the kernel carries its own launch line"
+    text = instantiate_gemm(source, g)
+    return [Transform("template", text, "template gemm_f32 (" + ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in
+                                                                   GEMM_F32_START.items()) + ")",
+                      f"the kernel computes a {g.describe()}; optiml's gemm_f32 template (2-D register blocking: "
+                      f"each thread a TM x TN tile in registers, BK-deep tiles of A and B in shared memory) "
+                      f"behind the same signature, its BM, BN, BK, TM, TN then tuned; verified like any edit.",
+                      hint=1.0)], None
+
+

@@ -1,0 +1,270 @@
+"""Operation templates (issue 26, first part): GEMM-like kernels recognised from the spec and the source
+(kernels it must recognise, kernels it must not, with the reason where one looked close), gemm_f32
+instantiated behind the user's signature for every point of its default space and compiled with
+nvcc, built through the runner with its own launch, and offered by the rules at the seed only.
+Whether the template computes the right answer is checked on the GPU (verification, like any edit)."""
+import itertools
+import random
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
+
+from optiml.edits.rules import RulesProposer
+from optiml.edits.templates import (GEMM_F32_SPACE, instantiate_gemm, recognize_gemm, template_text,
+                                    template_transforms)
+from optiml.edits.types import NodeView
+from optiml.source import parse_source
+
+NVCC = shutil.which("nvcc")
+
+LINEAR = """#include <cuda_runtime.h>
+__global__ void linear_relu(const float* x, const float* w, const float* bias, float* y, int M, int N, int K) {
+    int row = blockIdx.y * 16 + threadIdx.y;
+    int col = blockIdx.x * 16 + threadIdx.x;
+    if (row < M && col < N) {
+        float sum = 0.0f;
+        for (int k = 0; k < K; ++k) sum += x[row * K + k] * w[col * K + k];
+        y[row * N + col] = fmaxf(sum + bias[col], 0.0f);
+    }
+}
+"""
+
+MATMUL = """__global__ void mm(const float *A, const float *B, float *C, int M, int N, int K) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r >= M || c >= N) return;
+    float acc = 0.f;
+    for (int i = 0; i < K; i++) {
+        acc += A[(size_t)r * K + i] * B[(size_t)i * N + c];
+    }
+    C[(size_t)r * N + c] = acc;
+}
+"""
+
+
+def arg(name, role, shape=(), dtype="float32", value=None):
+    return SimpleNamespace(name=name, role=role, shape=tuple(shape), dtype=dtype, value=value)
+
+
+def spec_of(*arrays, sizes=("M", "N", "K")):
+    return SimpleNamespace(args=list(arrays) + [arg(s, "scalar", dtype="int32", value=s) for s in sizes])
+
+
+LINEAR_SPEC = spec_of(arg("x", "input", ("M", "K")), arg("w", "input", ("N", "K")), arg("bias", "input", ("N",)),
+                      arg("y", "output", ("M", "N")))
+MATMUL_SPEC = spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N")))
+
+
+def build(tmp_path, source: str, name: str = "k") -> subprocess.CompletedProcess:
+    f = tmp_path / f"{name}.cu"
+    f.write_text(source)
+    return subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / f"{name}.cubin"), str(f)],
+                          capture_output=True, text=True)
+
+
+# -- recognition ---------------------------------------------------------------------------------
+def test_a_linear_layer_with_bias_and_relu_is_a_gemm_with_its_epilogue():
+    g, why = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
+    assert why is None and g is not None
+    assert (g.a, g.b, g.c, g.a_layout, g.b_layout) == ("x", "w", "y", "mk", "nk")
+    assert g.epilogue == "fmaxf(acc + bias[n], 0.0f)"
+    assert "A[M x K] x B[N x K]" in g.describe()
+
+
+@pytest.mark.parametrize("source, spec, layouts, epilogue", [
+    (MATMUL, MATMUL_SPEC, ("mk", "kn"), "acc"),
+    (MATMUL.replace("C[(size_t)r * N + c] = acc;", "C[(size_t)r * N + c] = alpha * acc + C[(size_t)r * N + c];")
+     .replace("int K)", "int K, float alpha)"), MATMUL_SPEC, ("mk", "kn"), "alpha * acc + C[(size_t)m * N + n]"),
+    (MATMUL.replace("A[(size_t)r * K + i]", "A[(size_t)i * M + r]"),
+     spec_of(arg("A", "input", ("K", "M")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N"))),
+     ("km", "kn"), "acc"),
+    (MATMUL.replace("= acc;", "= tanhf(acc);").replace("B[(size_t)i * N + c]", "B[c * K + i]"),
+     spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("N", "K")), arg("C", "output", ("M", "N"))),
+     ("mk", "nk"), "tanhf(acc)"),
+    (MATMUL.replace("A[(size_t)r * K + i] * B[(size_t)i * N + c]", "A[K * r + i] * B[c + N * i]"), MATMUL_SPEC,
+     ("mk", "kn"), "acc"),
+])
+def test_gemms_of_each_layout_and_epilogue_are_recognised(source, spec, layouts, epilogue):
+    g, why = recognize_gemm(source, "mm", spec)
+    assert why is None and g is not None, why
+    assert (g.a_layout, g.b_layout) == layouts and g.epilogue == epilogue
+
+
+@pytest.mark.parametrize("source, spec, reason", [
+    ("__global__ void mm(const float* A, float* C, int n) { int i = threadIdx.x; if (i < n) C[i] = 2 * A[i]; }",
+     spec_of(arg("A", "input", ("n",)), arg("C", "output", ("n",)), sizes=("n",)), None),
+    (MATMUL.replace("C[(size_t)r * N + c] = acc;", "float t = acc * 2.f;\n    C[(size_t)r * N + c] = acc + t;"),
+     MATMUL_SPEC, "the epilogue uses t"),
+    (MATMUL.replace("A[(size_t)r * K + i]", "A[(size_t)r * K + i + 1]"), MATMUL_SPEC, "do not index"),
+    (MATMUL.replace("for (int i = 0; i < K; i++)", "for (int i = 1; i < K; i++)"), MATMUL_SPEC, "does not start at 0"),
+    (MATMUL, spec_of(arg("A", "input", ("M", "K"), "float16"), arg("B", "input", ("K", "N"), "float16"),
+                     arg("C", "output", ("M", "N"), "float16")), "fp32"),
+    (MATMUL, spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("N", "K")), arg("C", "output", ("M", "N"))),
+     "do not index"),
+])
+def test_what_is_not_a_gemm_of_the_spec_is_not_recognised(source, spec, reason):
+    g, why = recognize_gemm(source, "mm", spec)
+    assert g is None
+    assert (why is None) if reason is None else (reason in why), why
+
+
+# -- instantiation -------------------------------------------------------------------------------
+def test_the_template_is_real_cuda_on_its_own(tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    r = build(tmp_path, template_text("gemm_f32.cu"))
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_instantiation_keeps_the_signature_and_carries_its_launch():
+    g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
+    out = instantiate_gemm(LINEAR, g)
+    assert out.startswith("#include <cuda_runtime.h>\n")
+    assert "linear_relu(const float* x, const float* w, const float* bias, float* y, int M, int N, int K) {" in out
+    assert "#define OPTIML_B(k, n) w[(size_t)(n) * (K) + (k)]" in out and "#define OPTIML_B_ALONG_K 1" in out
+    assert "#define OPTIML_EPILOGUE(acc, m, n) (fmaxf((acc) + bias[n], 0.0f))" in out
+    launch = parse_source(out).launch
+    assert launch.grid == ("cdiv(N, OPTIML_BN)", "cdiv(M, OPTIML_BM)")
+    assert launch.block == ("(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)",)
+    assert parse_source(out).kernel("linear_relu") is not None and "optiml_gemm_f32" not in out
+
+
+def _points():
+    names = list(GEMM_F32_SPACE)
+    for values in itertools.product(*GEMM_F32_SPACE.values()):
+        p = dict(zip(names, values))
+        threads = (p["OPTIML_BM"] // p["OPTIML_TM"]) * (p["OPTIML_BN"] // p["OPTIML_TN"])
+        if 32 <= threads <= 1024:
+            yield p
+
+
+def test_every_point_of_the_default_space_compiles_behind_the_users_signature(tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
+    points = list(_points())
+    assert len(points) >= 16
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda ip: build(tmp_path, instantiate_gemm(LINEAR, g, ip[1]), f"p{ip[0]}"),
+                                enumerate(points)))
+    failed = [(p, r.stderr[-300:]) for p, r in zip(points, results) if r.returncode != 0]
+    assert not failed, failed[:2]
+    g2, _ = recognize_gemm(MATMUL, "mm", MATMUL_SPEC)                 # the other B layout
+    assert build(tmp_path, instantiate_gemm(MATMUL, g2), "kn").returncode == 0
+
+
+def test_a_point_the_body_cannot_run_fails_to_compile_not_to_verify(tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
+    r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_BM": 64, "OPTIML_TM": 128}))
+    assert r.returncode != 0 and "gemm_f32" in r.stderr
+
+
+def test_the_template_candidate_builds_and_launches_through_the_runner(tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    from optiml.build import NvccBuilder
+    from optiml.runner import Candidate
+    from optiml.spec.load import load_spec
+    from tests.test_runner_prepare import RecordingFakeHarness, evaluator
+
+    (tmp_path / "linear.cu").write_text(LINEAR)
+    (tmp_path / "ref.py").write_text("import numpy as np\n\ndef ref(x, w, bias, y, M, N, K):\n"
+                                     "    return np.maximum(x @ w.T + bias, 0)\n")
+    (tmp_path / "linear.toml").write_text(SPEC_TOML)
+    spec = load_spec(tmp_path / "linear.toml", tmp_path / "linear.cu", kernel_source=LINEAR)
+    ts, why = template_transforms(LINEAR, "linear_relu", spec)
+    assert why is None and len(ts) == 1 and ts[0].edit.startswith("template gemm_f32")
+    harness = RecordingFakeHarness()
+    ev = evaluator(spec, LINEAR, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
+    r = ev.evaluate(Candidate(ts[0].source))
+    assert r.status == "ok", r.message
+    launch = harness.jobs[0].candidate.launches[0]                       # the timing size: 1024 x 8192
+    assert launch.block == (256, 1, 1) and launch.grid == (128, 16, 1)
+
+
+SPEC_TOML = """
+[kernel]
+entry = "linear_relu"
+[sizes]
+timing = { M = 1024, N = 8192, K = 8192 }
+verify = [{ M = 33, N = 65, K = 17 }, { M = 5, N = 3, K = 130 }]
+[[args]]
+name = "x"
+dtype = "float32"
+role = "input"
+shape = ["M", "K"]
+[[args]]
+name = "w"
+dtype = "float32"
+role = "input"
+shape = ["N", "K"]
+[[args]]
+name = "bias"
+dtype = "float32"
+role = "input"
+shape = ["N"]
+[[args]]
+name = "y"
+dtype = "float32"
+role = "output"
+shape = ["M", "N"]
+[[args]]
+name = "M"
+dtype = "int32"
+role = "scalar"
+value = "M"
+[[args]]
+name = "N"
+dtype = "int32"
+role = "scalar"
+value = "N"
+[[args]]
+name = "K"
+dtype = "int32"
+role = "scalar"
+value = "K"
+[launch]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
+block = [16, 16]
+[reference]
+python = "ref.py:ref"
+"""
+
+
+# -- the rules offer it at the seed -------------------------------------------------------------
+def test_the_rules_offer_the_template_first_at_the_seed_and_nowhere_else():
+    made, why = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
+    prop = RulesProposer(templates=(LINEAR, made, why))
+    first = prop.propose(NodeView(source=LINEAR, entry="linear_relu"), 1, random.Random(0))
+    assert first[0].edit.startswith("template gemm_f32")
+    other = LINEAR.replace("++k", "k++")
+    assert not any(p.edit.startswith("template") for p in prop.candidates(NodeView(source=other, entry="linear_relu")))
+
+
+def test_a_near_miss_is_recorded_as_a_refused_template():
+    near = MATMUL.replace("C[(size_t)r * N + c] = acc;", "float t = acc * 2.f;\n    C[(size_t)r * N + c] = acc + t;")
+    made, why = template_transforms(near, "mm", MATMUL_SPEC)
+    refusals = [p for p in RulesProposer(templates=(near, made, why)).candidates(NodeView(source=near, entry="mm"))
+                if p.refused]
+    assert [p.edit for p in refusals] == ["template: refused"] and "the epilogue uses t" in refusals[0].refused
+
+
+def test_no_templates_means_none_offered():
+    from optiml.app.optimize import make_proposer
+    from optiml.spec.load import load_spec
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "linear.cu").write_text(LINEAR)
+        (Path(d) / "ref.py").write_text("def ref(**k):\n    return 0\n")
+        (Path(d) / "linear.toml").write_text(SPEC_TOML)
+        spec = load_spec(Path(d) / "linear.toml", Path(d) / "linear.cu", kernel_source=LINEAR)
+        on = make_proposer("rules", None, None, 1.0, spec, source=LINEAR, templates=True)
+        off = make_proposer("rules", None, None, 1.0, spec, source=LINEAR, templates=False)
+    view = NodeView(source=LINEAR, entry="linear_relu")
+    assert any(p.edit.startswith("template") for p in on.candidates(view))
+    assert not any(p.edit.startswith("template") for p in off.candidates(view))
