@@ -25,7 +25,7 @@ NO_GPU_RUNS = [
     ["bench/ncu_two_gpus.sh"], ["bench/ncu_two_gpus.sh", "--arch", "sm_90"],
     ["bench/eval_probe.py"], ["bench/sanitize_cost.py", "--arch", "sm_90"], ["bench/sanitize_interference.py"],
     ["bench/issue18_gpu.sh"], ["bench/issue18_gpu.sh", "--arch", "sm_90"], ["bench/issue25_gpu.sh"],
-    ["bench/issue25_compiled.py"],
+    ["bench/issue25_compiled.py"], ["bench/issue26_gpu.sh"],
     ["bench/final_timing.py", "tests/data/kernels/pair_fast.cu", "tests/data/kernels/pair_slow.cu"],
     ["bench/record_space.py", "examples/transpose_tiled/transpose_tiled.cu", "-o", "x.json"],
 ]

@@ -1,0 +1,13 @@
+"""Reference (float64, torch on the harness's GPU buffers) and the cuBLAS baseline (TF32 off) for
+issue 26's nn.Linear + bias + ReLU."""
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def linear_relu(x, w, bias, y, M, N, K):
+    return torch.relu(x.double() @ w.double().T + bias.double()).float()
+
+
+def linear_relu_cublas(x, w, bias, y, M, N, K):
+    return torch.relu(torch.nn.functional.linear(x, w, bias))

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Issue 26 on the GPU machine: `optiml optimize --budget 100 --proposer rules` from the first kernel of
+# an nn.Linear + bias + ReLU (bench/issue26), whose [baseline] is cuBLAS fp32 through torch (TF32 off),
+# verified and timed in the same process with the same method; then the path (`optiml show`).
+# Usage: OUT=dir bash bench/issue26_gpu.sh [extra optimize flags]
+set -uo pipefail
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "bench/issue26_gpu.sh: no GPU was found (nvidia-smi is missing or lists none); run it on the GPU machine." >&2
+    exit 1
+fi
+cd "$(dirname "$0")/.."
+OUT="${OUT:-out}"; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m optiml calibrate | tail -7
+python3 -m optiml calibrate --json > "$OUT/calibration.json"
+for t in ${TASKS:-linear_relu}; do
+    echo "== $t $(date +%T)"
+    python3 -m optiml optimize "bench/issue26/$t.cu" --budget 100 --proposer rules --sanitize off \
+        --db "$OUT/$t.db" -o "$OUT/$t.best.cu" "$@" 2>&1 | grep -E "^run |limit|baseline|Error|rror:" | tail -5
+    python3 -m optiml show --db "$OUT/$t.db" 2>&1 | grep -E "^(step|  edit|final|limit|candidates|rewrites|  [a-z_-]+: )" | cut -c1-240
+done
+python3 bench/issue19_table.py "$OUT"/*.db --calibration "$OUT/calibration.json" | tee "$OUT/table.md"
