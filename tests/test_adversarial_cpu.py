@@ -156,13 +156,12 @@ def test_gpu_case_builds_and_reaches_the_gpu(gpu_jobs, case):
     assert not ev.build.warnings, ev.build.warnings
 
 
-def test_register_hog_really_asks_for_more_registers_than_a_block_has(gpu_jobs):
-    ev, jobs = gpu_jobs["vadd_registers"]
-    threads = math.prod(jobs[0].candidate.launches[0].block)
-    assert threads == 1024
+def test_register_hog_is_refused_before_the_gpu_for_its_registers(cpu_results):
+    ev, _, _, _ = cpu_results["vadd_registers"]
     assert ev.resources.registers > 200 and ev.resources.spill_stores == 0
-    assert all(math.prod(launch.block) * ev.resources.registers > SM90_REGISTERS_PER_BLOCK
-               for launch in jobs[0].candidate.launches)
+    assert math.prod(ev.launch.block) == 1024
+    assert math.prod(ev.launch.block) * ev.resources.registers > SM90_REGISTERS_PER_BLOCK
+    assert f"uses {ev.resources.registers} registers a thread, so a block of 1024 threads needs" in ev.message
 
 
 def test_shared_memory_hog_asks_for_more_than_a_block_may_have(gpu_jobs):

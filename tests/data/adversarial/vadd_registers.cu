@@ -2,8 +2,8 @@
 // 1024 threads, no __launch_bounds__, -maxrregcount=255 in the spec, and LIVE values that are
 // all alive at once (the second pass needs every r[k] after s, which depends on all of them):
 // ptxas gives it about 207 registers, and 207 x 1024 is far above the 65536 registers of a
-// block, so cuLaunchKernel refuses it ("too many resources requested for launch"):
-// launch_error. The arithmetic is bounded and 0 * t is 0, so the kernel is correct where it
+// block, so cuLaunchKernel would refuse it ("too many resources requested for launch"); optiml
+// says so from ptxas's count before the GPU: launch_config_error. The arithmetic is bounded and 0 * t is 0, so the kernel is correct where it
 // can run (with fewer threads per block).
 #define BLOCK 1024
 #define LIVE 200
