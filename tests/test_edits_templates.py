@@ -13,8 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from optiml.edits.rules import RulesProposer
-from optiml.edits.templates import (GEMM_F32_SPACE, instantiate_gemm, recognize_gemm, template_text,
-                                    template_transforms)
+from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm, template_text, template_transforms
 from optiml.edits.types import NodeView
 from optiml.source import parse_source
 
@@ -111,10 +110,11 @@ def test_what_is_not_a_gemm_of_the_spec_is_not_recognised(source, spec, reason):
 
 
 # -- instantiation -------------------------------------------------------------------------------
-def test_the_template_is_real_cuda_on_its_own(tmp_path):
+@pytest.mark.parametrize("name", [t.name for t in GEMM_TEMPLATES])
+def test_the_template_is_real_cuda_on_its_own(tmp_path, name):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
-    r = build(tmp_path, template_text("gemm_f32.cu"))
+    r = build(tmp_path, template_text(f"{name}.cu"))
     assert r.returncode == 0, r.stderr
 
 
@@ -131,36 +131,42 @@ def test_the_instantiation_keeps_the_signature_and_carries_its_launch():
     assert parse_source(out).kernel("linear_relu") is not None and "optiml_gemm_f32" not in out
 
 
-def _points():
-    names = list(GEMM_F32_SPACE)
-    for values in itertools.product(*GEMM_F32_SPACE.values()):
+def _points(space):
+    names = list(space)
+    for values in itertools.product(*space.values()):
         p = dict(zip(names, values))
         threads = (p["OPTIML_BM"] // p["OPTIML_TM"]) * (p["OPTIML_BN"] // p["OPTIML_TN"])
         if 32 <= threads <= 1024:
             yield p
 
 
-def test_every_point_of_the_default_space_compiles_behind_the_users_signature(tmp_path):
+@pytest.mark.parametrize("t", GEMM_TEMPLATES, ids=lambda t: t.name)
+def test_every_point_of_the_default_space_compiles_behind_the_users_signature(tmp_path, t):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
-    points = list(_points())
+    points = list(_points(t.space))
     assert len(points) >= 16
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda ip: build(tmp_path, instantiate_gemm(LINEAR, g, ip[1]), f"p{ip[0]}"),
+        results = list(pool.map(lambda ip: build(tmp_path, instantiate_gemm(LINEAR, g, ip[1], t.name), f"p{ip[0]}"),
                                 enumerate(points)))
     failed = [(p, r.stderr[-300:]) for p, r in zip(points, results) if r.returncode != 0]
     assert not failed, failed[:2]
-    g2, _ = recognize_gemm(MATMUL, "mm", MATMUL_SPEC)                 # the other B layout
-    assert build(tmp_path, instantiate_gemm(MATMUL, g2), "kn").returncode == 0
+    g2, _ = recognize_gemm(MATMUL, "mm", MATMUL_SPEC)                 # the other layouts
+    assert build(tmp_path, instantiate_gemm(MATMUL, g2, template=t.name), "kn").returncode == 0
+    at = MATMUL.replace("A[(size_t)r * K + i]", "A[(size_t)i * M + r]")
+    g3, _ = recognize_gemm(at, "mm", spec_of(arg("A", "input", ("K", "M")), arg("B", "input", ("K", "N")),
+                                             arg("C", "output", ("M", "N"))))
+    assert build(tmp_path, instantiate_gemm(at, g3, template=t.name), "km").returncode == 0
 
 
 def test_a_point_the_body_cannot_run_fails_to_compile_not_to_verify(tmp_path):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
-    r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_BM": 64, "OPTIML_TM": 128}))
-    assert r.returncode != 0 and "gemm_f32" in r.stderr
+    for t in GEMM_TEMPLATES:
+        r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_BM": 64, "OPTIML_TM": 128}, t.name))
+        assert r.returncode != 0 and t.name + ":" in r.stderr
 
 
 def test_the_template_candidate_builds_and_launches_through_the_runner(tmp_path):
@@ -177,13 +183,14 @@ def test_the_template_candidate_builds_and_launches_through_the_runner(tmp_path)
     (tmp_path / "linear.toml").write_text(SPEC_TOML)
     spec = load_spec(tmp_path / "linear.toml", tmp_path / "linear.cu", kernel_source=LINEAR)
     ts, why = template_transforms(LINEAR, "linear_relu", spec)
-    assert why is None and len(ts) == 1 and ts[0].edit.startswith("template gemm_f32")
+    assert why is None and [t.edit.split(" (")[0] for t in ts] == ["template gemm_f32_vec", "template gemm_f32"]
     harness = RecordingFakeHarness()
     ev = evaluator(spec, LINEAR, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
-    r = ev.evaluate(Candidate(ts[0].source))
-    assert r.status == "ok", r.message
-    launch = harness.jobs[0].candidate.launches[0]                       # the timing size: 1024 x 8192
-    assert launch.block == (256, 1, 1) and launch.grid == (128, 16, 1)
+    for t, grid in zip(ts, [(64, 8, 1), (128, 16, 1)]):                  # the timing size: 1024 x 8192
+        r = ev.evaluate(Candidate(t.source))
+        assert r.status == "ok", r.message
+        launch = harness.jobs[-1].candidate.launches[0]
+        assert launch.block == (256, 1, 1) and launch.grid == grid
 
 
 SPEC_TOML = """
@@ -240,7 +247,7 @@ def test_the_rules_offer_the_template_first_at_the_seed_and_nowhere_else():
     made, why = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
     prop = RulesProposer(templates=(LINEAR, made, why))
     first = prop.propose(NodeView(source=LINEAR, entry="linear_relu"), 1, random.Random(0))
-    assert first[0].edit.startswith("template gemm_f32")
+    assert first[0].edit.startswith("template gemm_f32_vec")
     other = LINEAR.replace("++k", "k++")
     assert not any(p.edit.startswith("template") for p in prop.candidates(NodeView(source=other, entry="linear_relu")))
 

@@ -17,13 +17,28 @@ from importlib import resources
 from ...source import _walk
 from ..cutree import Transform, _entry_def, _params, _t, _tree
 
-GEMM_F32 = "gemm_f32.cu"
-# the default space of gemm_f32 (the [tune] form: each name's values), and its restrictions
-GEMM_F32_SPACE = {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8],
-                  "OPTIML_TN": [4, 8]}
-GEMM_F32_RESTRICT = ("(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN) >= 32",
-                     "(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN) <= 1024")
-GEMM_F32_START = {"OPTIML_BM": 64, "OPTIML_BN": 64, "OPTIML_BK": 8, "OPTIML_TM": 4, "OPTIML_TN": 4}
+@dataclass(frozen=True)
+class GemmTemplate:
+    """One GEMM template: its CUDA file, its starting point and its default space (the [tune] form:
+    each name's values; points the body cannot run fail its static_asserts at compile time)."""
+    name: str
+    start: dict
+    space: dict
+    what: str
+    hint: float
+
+
+GEMM_TEMPLATES = (
+    GemmTemplate("gemm_f32_vec", {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 8, "OPTIML_TM": 8, "OPTIML_TN": 8},
+                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8],
+                  "OPTIML_TN": [4, 8]},
+                 "2-D register blocking with 16-byte global and shared-memory loads where a tile is whole", 1.0),
+    GemmTemplate("gemm_f32", {"OPTIML_BM": 64, "OPTIML_BN": 64, "OPTIML_BK": 8, "OPTIML_TM": 4, "OPTIML_TN": 4},
+                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8],
+                  "OPTIML_TN": [4, 8]},
+                 "2-D register blocking, one guarded element at a time", 0.8),
+)
+GEMM_F32_SPACE = GEMM_TEMPLATES[1].space
 _MATH = {"fmaxf", "fminf", "expf", "__expf", "tanhf", "logf", "sqrtf", "rsqrtf", "fabsf", "erff", "powf", "max",
          "min", "exp", "tanh", "log", "sqrt", "fabs", "erf", "sinf", "cosf", "float", "int", "size_t", "f", "F"}
 
@@ -182,30 +197,33 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
                 a_layout=a_layout, b_layout=b_layout, epilogue=_flat(e)), None
 
 
-def instantiate_gemm(source: str, g: Gemm, values: dict | None = None) -> str:
-    """``source`` with its entry replaced by gemm_f32 behind the same signature, the operand macros
-    written for ``g``, the tuning constants set (``values``, else the starting point) and the launch
-    line for it."""
+def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template: str = "gemm_f32") -> str:
+    """``source`` with its entry replaced by the GEMM ``template`` behind the same signature, the
+    operand macros written for ``g``, the tuning constants set (``values``, else the template's
+    starting point) and the launch line for it."""
+    t = next(x for x in GEMM_TEMPLATES if x.name == template)
     root = _tree(source)
     fn, fdecl = _entry_def(root, g.entry)
-    vals = dict(GEMM_F32_START, **(values or {}))
+    vals = dict(t.start, **(values or {}))
     a = (f"{g.a}[(size_t)(m) * ({g.k}) + (k)]" if g.a_layout == "mk" else f"{g.a}[(size_t)(k) * ({g.m}) + (m)]")
     b = (f"{g.b}[(size_t)(k) * ({g.n}) + (n)]" if g.b_layout == "kn" else f"{g.b}[(size_t)(n) * ({g.k}) + (k)]")
     epi = re.sub(r"\bacc\b", "(acc)", g.epilogue)
     defines = [f"#define {k} {v}" for k, v in vals.items()] + [
         f"#define OPTIML_A(m, k) {a}", f"#define OPTIML_B(k, n) {b}",
         f"#define OPTIML_C(m, n) {g.c}[(size_t)(m) * ({g.n}) + (n)]",
+        f"#define OPTIML_A_PTR {g.a}", f"#define OPTIML_B_PTR {g.b}",
         f"#define OPTIML_M ({g.m})", f"#define OPTIML_N ({g.n})", f"#define OPTIML_K ({g.k})",
+        f"#define OPTIML_A_ALONG_M {1 if g.a_layout == 'km' else 0}",
         f"#define OPTIML_B_ALONG_K {1 if g.b_layout == 'nk' else 0}",
         f"#define OPTIML_EPILOGUE(acc, m, n) ({epi})"]
-    text = template_text(GEMM_F32)
+    text = template_text(f"{t.name}.cu")
     body = text[text.index("__global__ void"):]
     head, _, rest = body.partition("// optiml:template-signature")
-    sig = head[:head.index("optiml_gemm_f32(")] + g.entry + _t(fdecl.child_by_field_name("parameters")) + " {"
+    sig = head[:head.index(f"optiml_{t.name}(")] + g.entry + _t(fdecl.child_by_field_name("parameters")) + " {"
     kernel = sig + rest
     launch = (f'// optiml:launch {{grid = ["cdiv({g.n_size}, OPTIML_BN)", "cdiv({g.m_size}, OPTIML_BM)"], '
               f'block = ["(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"], shared_mem = 0}}')
-    block = (f"// the entry {g.entry} as optiml's gemm_f32 template: {g.describe()}\n" + launch + "\n"
+    block = (f"// the entry {g.entry} as optiml's {t.name} template: {g.describe()}\n" + launch + "\n"
              + "\n".join(defines) + "\n" + kernel.rstrip() + "\n")
     data = source.encode("utf-8")
     return data[:fn.start_byte].decode("utf-8") + block + data[fn.end_byte:].decode("utf-8")
@@ -220,12 +238,13 @@ def template_transforms(source: str, entry: str, spec) -> tuple[list[Transform],
         return [], why
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
-    text = instantiate_gemm(source, g)
-    return [Transform("template", text, "template gemm_f32 (" + ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in
-                                                                   GEMM_F32_START.items()) + ")",
-                      f"the kernel computes a {g.describe()}; optiml's gemm_f32 template (2-D register blocking: "
-                      f"each thread a TM x TN tile in registers, BK-deep tiles of A and B in shared memory) "
-                      f"behind the same signature, its BM, BN, BK, TM, TN then tuned; verified like any edit.",
-                      hint=1.0)], None
-
-
+    out = []
+    for t in GEMM_TEMPLATES:
+        text = instantiate_gemm(source, g, template=t.name)
+        params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in t.start.items())
+        out.append(Transform("template", text, f"template {t.name} ({params})",
+                             f"the kernel computes a {g.describe()}; optiml's {t.name} template ({t.what}: each "
+                             f"thread a TM x TN tile in registers, BK-deep tiles of A and B in shared memory) behind "
+                             f"the same signature, its BM, BN, BK, TM, TN then tuned; verified like any edit.",
+                             hint=t.hint))
+    return out, None
