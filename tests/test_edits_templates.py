@@ -275,3 +275,19 @@ def test_no_templates_means_none_offered():
     view = NodeView(source=LINEAR, entry="linear_relu")
     assert any(p.edit.startswith("template") for p in on.candidates(view))
     assert not any(p.edit.startswith("template") for p in off.candidates(view))
+
+
+def test_a_tiled_kernel_is_recognised_from_the_arrays_its_tiles_are_loaded_from():
+    from optiml.spec.load import load_task
+    from tests.conftest import EXAMPLES
+
+    src, spec = load_task(EXAMPLES / "sgemm_tiled_conflicts" / "sgemm_tiled_conflicts.cu", None)
+    g, why = recognize_gemm(src, spec.entry, spec)
+    assert why is None and (g.a, g.b, g.c, g.a_layout, g.b_layout, g.epilogue) == ("A", "B", "C", "mk", "kn", "acc")
+    # a tile filled from two arrays is not one operand
+    mixed = src.replace("? A[row * K + ak] : 0.0f;", "? A[row * K + ak] + B[ak] : 0.0f;")
+    g, why = recognize_gemm(mixed, spec.entry, spec)
+    assert g is None and "loaded from one argument" in why
+    for other in ("transpose_tiled", "softmax_rows", "reduce_sum"):       # shared tiles, but no GEMM
+        src, spec = load_task(EXAMPLES / other / f"{other}.cu", None)
+        assert recognize_gemm(src, spec.entry, spec)[0] is None

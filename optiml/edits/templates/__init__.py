@@ -16,6 +16,7 @@ from importlib import resources
 
 from ...source import _walk
 from ..cutree import Transform, _entry_def, _params, _t, _tree
+from ..reductions import _shared_arrays
 
 @dataclass(frozen=True)
 class GemmTemplate:
@@ -105,7 +106,8 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     params = {name: _t(p) for name, _, ptr, p in _params(fdecl)}
     pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
     body = fn.child_by_field_name("body")
-    # the multiply-accumulate inside a loop over k: ACC += X[e1] * Y[e2]
+    shared = _shared_arrays(fn)
+    # the multiply-accumulate inside a loop over k: ACC += X[e1] * Y[e2] (arguments, or shared tiles)
     mac = None
     for n in _walk(body):
         if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "+=":
@@ -114,22 +116,30 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
             loop = n.parent
             while loop is not None and loop.type != "for_statement":
                 loop = loop.parent
-            if m and m.group(1) in pointers and m.group(3) in pointers and loop is not None:
+            if m and {m.group(1), m.group(3)} <= pointers | set(shared) and loop is not None:
                 mac = (n, _t(n.child_by_field_name("left")).strip(), m.groups(), loop)
                 break
     if mac is None:
         return None, None
     _, acc, (x, ex, y, ey), loop = mac
-    init = _flat(_t(loop.child_by_field_name("initializer") or loop))
-    km = re.fullmatch(r"(?:int|size_t|unsigned)?\s*(\w+)\s*=\s*0\s*;?", init)
-    cond = _flat(_t(loop.child_by_field_name("condition") or loop))
-    if not km:
-        return None, "not a GEMM: the loop over k does not start at 0"
-    kvar = km.group(1)
-    ck = re.fullmatch(rf"{re.escape(kvar)}\s*<\s*(\w+)", cond)
-    if not ck:
-        return None, "not a GEMM: the loop over k is not `k < K`"
-    kname = ck.group(1)
+    tiled = x in shared or y in shared
+    if tiled:               # a tiled kernel: its operands are the arrays its shared tiles are loaded from
+        x, y = _loaded_from(body, x, pointers, shared), _loaded_from(body, y, pointers, shared)
+        if x is None or y is None or x == y:
+            return None, "not a GEMM: the shared tiles are not each loaded from one argument"
+        kvar = kname = None
+    else:
+        init = _flat(_t(loop.child_by_field_name("initializer") or loop))
+        km = re.fullmatch(r"(?:int|size_t|unsigned)?\s*(\w+)\s*=\s*0\s*;?", init)
+        cond = _flat(_t(loop.child_by_field_name("condition") or loop))
+        if not km:
+            return None, "not a GEMM: the loop over k does not start at 0"
+        kvar = km.group(1)
+        ck = re.fullmatch(rf"{re.escape(kvar)}\s*<\s*(\w+)", cond)
+        if not ck:
+            return None, "not a GEMM: the loop over k is not `k < K`"
+        kname = ck.group(1)
+    acc_re = rf"(?<![\w.]){re.escape(acc)}(?![\w\[])"
     # the store after the loop: Z[row * N + col] = EPI(acc)
     store = None
     for n in _walk(body):
@@ -138,7 +148,7 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
             left = n.child_by_field_name("left")
             if left is not None and left.type == "subscript_expression":
                 arr = _t(left.child_by_field_name("argument"))
-                if arr in pointers and re.search(rf"\b{re.escape(acc)}\b", _t(n.child_by_field_name("right"))):
+                if arr in pointers and re.search(acc_re, _t(n.child_by_field_name("right"))):
                     store = (arr, _t(left.child_by_field_name("indices")).strip()[1:-1], _t(n.child_by_field_name("right")))
     if store is None:
         return None, "not a GEMM: no store of the accumulator after the loop"
@@ -165,7 +175,11 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     if len(kdims) != 1:
         return None, "not a GEMM: A and B share no one dimension"
     k_size = kdims.pop()
-    if scalar_of.get(k_size) != kname:
+    if tiled:
+        kname = scalar_of.get(k_size)
+        if kname is None:
+            return None, f"not a GEMM: the spec's {k_size} is not a kernel argument"
+    elif scalar_of.get(k_size) != kname:
         return None, f"not a GEMM: the loop runs to {kname}, not to the spec's {k_size}"
     mname, nname = scalar_of.get(m_size), scalar_of.get(n_size)
     if mname is None or nname is None:
@@ -181,12 +195,14 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     b_layout = "kn" if [str(s) for s in ay.shape] == [k_size, n_size] else "nk" if [str(s) for s in ay.shape] == [n_size, k_size] else None
     if a_layout is None or b_layout is None:
         return None, "not a GEMM: the operands' shapes do not match the output's"
-    ok_a = _layout(ex, row, kvar, kname) if a_layout == "mk" else _layout(ex, kvar, row, mname)
-    ok_b = _layout(ey, kvar, colv, nname) if b_layout == "kn" else _layout(ey, colv, kvar, kname)
+    # a plain loop's indexing must match the spec's layouts; a tiled one's goes through its tiles, so
+    # the spec's shapes are the hypothesis and verification the judge
+    ok_a = tiled or (_layout(ex, row, kvar, kname) if a_layout == "mk" else _layout(ex, kvar, row, mname))
+    ok_b = tiled or (_layout(ey, kvar, colv, nname) if b_layout == "kn" else _layout(ey, colv, kvar, kname))
     if not (ok_a and ok_b):
         return None, f"not a GEMM: {x}[{ex}] and {y}[{ey}] do not index the spec's layouts"
     # the epilogue: only the accumulator, the row and column, arguments and math
-    e = re.sub(rf"\b{re.escape(acc)}\b", "acc", epi)
+    e = re.sub(acc_re, "acc", epi)
     e = re.sub(rf"\b{re.escape(row)}\b", "m", e)
     e = re.sub(rf"\b{re.escape(colv)}\b", "n", e)
     names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", re.sub(r"\d+\.?\d*[eE]?[+-]?\d*[fF]?", " ", e)))
@@ -195,6 +211,26 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
         return None, f"not templated: the epilogue uses {', '.join(sorted(unknown))}, which is not an argument"
     return Gemm(entry=entry, a=x, b=y, c=z, m=mname, n=nname, k=kname, m_size=m_size, n_size=n_size,
                 a_layout=a_layout, b_layout=b_layout, epilogue=_flat(e)), None
+
+
+def _loaded_from(body, tile: str, pointers: set, shared: dict) -> str | None:
+    """The one argument whose elements the shared array ``tile`` is filled with, if there is one."""
+    if tile in pointers:
+        return tile
+    if tile not in shared:
+        return None
+    found = set()
+    for n in _walk(body):
+        if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "=":
+            left = n.child_by_field_name("left")
+            if left is not None and left.type == "subscript_expression":
+                base = left
+                while base.type == "subscript_expression":
+                    base = base.child_by_field_name("argument")
+                if _t(base) == tile:
+                    found |= {p for p in pointers if re.search(rf"(?<![\w.]){re.escape(p)}\s*\[",
+                                                               _t(n.child_by_field_name("right")))}
+    return found.pop() if len(found) == 1 else None
 
 
 def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template: str = "gemm_f32") -> str:
