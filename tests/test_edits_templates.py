@@ -285,7 +285,7 @@ def test_a_tiled_kernel_is_recognised_from_the_arrays_its_tiles_are_loaded_from(
     g, why = recognize_gemm(src, spec.entry, spec)
     assert why is None and (g.a, g.b, g.c, g.a_layout, g.b_layout, g.epilogue) == ("A", "B", "C", "mk", "kn", "acc")
     # a tile filled from two arrays is not one operand
-    mixed = src.replace("? A[row * K + ak] : 0.0f;", "? A[row * K + ak] + B[ak] : 0.0f;")
+    mixed = src.replace("? A[row * K + ak] : 0.0f;", "? A[row * K + ak] + C[ak] : 0.0f;")
     g, why = recognize_gemm(mixed, spec.entry, spec)
     assert g is None and "loaded from one argument" in why
     for other in ("transpose_tiled", "softmax_rows", "reduce_sum"):       # shared tiles, but no GEMM
