@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 26 on the GPU machine: `optiml optimize --budget 100 --proposer rules` from the first kernel of
-# an nn.Linear + bias + ReLU (bench/issue26), whose [baseline] is cuBLAS fp32 through torch (TF32 off),
+# Issue 26 on the GPU machine: `optiml optimize --budget 100 --proposer rules` from the first kernels of
+# an nn.Linear + bias + ReLU and an fp16 GEMM (bench/issue26), whose [baseline]s are cuBLAS through torch (TF32 off),
 # verified and timed in the same process with the same method; then the path (`optiml show`).
 # Usage: OUT=dir bash bench/issue26_gpu.sh [extra optimize flags]
 set -uo pipefail
@@ -13,7 +13,7 @@ OUT="${OUT:-out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m optiml calibrate | tail -7
 python3 -m optiml calibrate --json > "$OUT/calibration.json"
-for t in ${TASKS:-linear_relu}; do
+for t in ${TASKS:-linear_relu hgemm}; do
     echo "== $t $(date +%T)"
     python3 -m optiml optimize "bench/issue26/$t.cu" --budget 100 --proposer rules --sanitize off \
         --db "$OUT/$t.db" -o "$OUT/$t.best.cu" "$@" 2>&1 | grep -E "^run |limit|baseline|Error|rror:" | tail -5

@@ -3,7 +3,6 @@
 instantiated behind the user's signature for every point of its default space and compiled with
 nvcc, built through the runner with its own launch, and offered by the rules at the seed only.
 Whether the template computes the right answer is checked on the GPU (verification, like any edit)."""
-import itertools
 import random
 import shutil
 import subprocess
@@ -98,8 +97,8 @@ def test_gemms_of_each_layout_and_epilogue_are_recognised(source, spec, layouts,
      MATMUL_SPEC, "the epilogue uses t"),
     (MATMUL.replace("A[(size_t)r * K + i]", "A[(size_t)r * K + i + 1]"), MATMUL_SPEC, "do not index"),
     (MATMUL.replace("for (int i = 0; i < K; i++)", "for (int i = 1; i < K; i++)"), MATMUL_SPEC, "does not start at 0"),
-    (MATMUL, spec_of(arg("A", "input", ("M", "K"), "float16"), arg("B", "input", ("K", "N"), "float16"),
-                     arg("C", "output", ("M", "N"), "float16")), "fp32"),
+    (MATMUL, spec_of(arg("A", "input", ("M", "K"), "int32"), arg("B", "input", ("K", "N"), "int32"),
+                     arg("C", "output", ("M", "N"), "int32")), "templates take fp32, fp16 or bf16"),
     (MATMUL, spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("N", "K")), arg("C", "output", ("M", "N"))),
      "do not index"),
 ])
@@ -131,21 +130,15 @@ def test_the_instantiation_keeps_the_signature_and_carries_its_launch():
     assert parse_source(out).kernel("linear_relu") is not None and "optiml_gemm_f32" not in out
 
 
-def _points(space):
-    names = list(space)
-    for values in itertools.product(*space.values()):
-        p = dict(zip(names, values))
-        threads = (p["OPTIML_BM"] // p["OPTIML_TM"]) * (p["OPTIML_BN"] // p["OPTIML_TN"])
-        if 32 <= threads <= 1024:
-            yield p
+F32_TEMPLATES = [t for t in GEMM_TEMPLATES if "float32" in t.dtypes]
 
 
-@pytest.mark.parametrize("t", GEMM_TEMPLATES, ids=lambda t: t.name)
+@pytest.mark.parametrize("t", F32_TEMPLATES, ids=lambda t: t.name)
 def test_every_point_of_the_default_space_compiles_behind_the_users_signature(tmp_path, t):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
-    points = list(_points(t.space))
+    points = t.points()
     assert len(points) >= 16
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda ip: build(tmp_path, instantiate_gemm(LINEAR, g, ip[1], t.name), f"p{ip[0]}"),
@@ -164,9 +157,12 @@ def test_a_point_the_body_cannot_run_fails_to_compile_not_to_verify(tmp_path):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
-    for t in GEMM_TEMPLATES:
+    for t in F32_TEMPLATES:
         r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_BM": 64, "OPTIML_TM": 128}, t.name))
         assert r.returncode != 0 and t.name + ":" in r.stderr
+    gh, _ = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
+    r = build(tmp_path, instantiate_gemm(HGEMM, gh, {"OPTIML_BK": 24}, "gemm_f16_wmma"))
+    assert r.returncode != 0 and "gemm_f16_wmma: BK must be a multiple of 16" in r.stderr
 
 
 def test_the_template_candidate_builds_and_launches_through_the_runner(tmp_path):
@@ -291,3 +287,53 @@ def test_a_tiled_kernel_is_recognised_from_the_arrays_its_tiles_are_loaded_from(
     for other in ("transpose_tiled", "softmax_rows", "reduce_sum"):       # shared tiles, but no GEMM
         src, spec = load_task(EXAMPLES / other / f"{other}.cu", None)
         assert recognize_gemm(src, spec.entry, spec)[0] is None
+
+
+HGEMM = """#include <cuda_fp16.h>
+__global__ void hgemm(const __half* A, const __half* B, __half* C, int M, int N, int K) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        float sum = 0.0f;
+        for (int k = 0; k < K; k++) sum += __half2float(A[row * K + k]) * __half2float(B[k * N + col]);
+        C[row * N + col] = __float2half(sum);
+    }
+}
+"""
+HGEMM_SPEC = spec_of(arg("A", "input", ("M", "K"), "float16"), arg("B", "input", ("K", "N"), "float16"),
+                     arg("C", "output", ("M", "N"), "float16"))
+
+
+def test_an_fp16_gemm_is_offered_the_tensor_core_template_only():
+    g, why = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
+    assert why is None and g.dtype == "float16" and g.epilogue == "__float2half(acc)"
+    ts, _ = template_transforms(HGEMM, "hgemm", HGEMM_SPEC)
+    assert [t.edit.split(" (")[0] for t in ts] == ["template gemm_f16_wmma"]
+    out = ts[0].source
+    assert "#include <mma.h>" in out and "#define OPTIML_T __half" in out
+    launch = parse_source(out).launch
+    assert launch.grid == ("cdiv(N, (OPTIML_WARPS_N * OPTIML_TN * 16))", "cdiv(M, (OPTIML_WARPS_M * OPTIML_TM * 16))")
+    assert launch.block == ("32 * OPTIML_WARPS_M * OPTIML_WARPS_N",)
+    # and the fp32 ones are not offered an fp16 kernel, nor the wmma one an fp32 kernel
+    assert all("wmma" not in t.edit for t in template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)[0])
+
+
+def test_every_point_of_the_wmma_space_compiles_for_fp16_and_bf16(tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f16_wmma")
+    g, _ = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
+    points = t.points()
+    assert len(points) == 15                       # 16 less the one past 48 KiB of shared memory
+    bf = HGEMM.replace("__half2float", "__bfloat162float").replace("__float2half", "__float2bfloat16") \
+        .replace("__half", "__nv_bfloat16").replace("cuda_fp16.h", "cuda_bf16.h") \
+        .replace("B[k * N + col]", "B[col * K + k]")
+    gb, why = recognize_gemm(bf, "hgemm", spec_of(arg("A", "input", ("M", "K"), "bfloat16"),
+                                                  arg("B", "input", ("N", "K"), "bfloat16"),
+                                                  arg("C", "output", ("M", "N"), "bfloat16")))
+    assert why is None and gb.dtype == "bfloat16" and gb.b_layout == "nk"
+    jobs = [(HGEMM, g, p) for p in points] + [(bf, gb, t.start)]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda ij: build(tmp_path, instantiate_gemm(ij[1][0], ij[1][1], ij[1][2], t.name),
+                                                 f"w{ij[0]}"), enumerate(jobs)))
+    failed = [(j[2], r.stderr[-300:]) for j, r in zip(jobs, results) if r.returncode != 0]
+    assert not failed, failed[:2]

@@ -10,8 +10,10 @@ folder whose operands are reached through macros.
 """
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
+from typing import Callable
 from importlib import resources
 
 from ...source import _walk
@@ -20,27 +22,58 @@ from ..reductions import _shared_arrays
 
 @dataclass(frozen=True)
 class GemmTemplate:
-    """One GEMM template: its CUDA file, its starting point and its default space (the [tune] form:
-    each name's values; points the body cannot run fail its static_asserts at compile time)."""
+    """One GEMM template: its CUDA file, the input dtypes it takes, its starting point, its default
+    space (the [tune] form: each name's values; points the body cannot run fail its static_asserts
+    at compile time) and its launch (grid x, grid y over N and M; threads)."""
     name: str
+    dtypes: tuple
     start: dict
     space: dict
     what: str
     hint: float
+    tile_n: str = "OPTIML_BN"
+    tile_m: str = "OPTIML_BM"
+    threads: str = "(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"
+    valid: Callable[[dict], bool] = lambda p: True       # the space's restrictions
+
+    def points(self) -> list[dict]:
+        """Every point of the default space its restrictions allow."""
+        names = list(self.space)
+        return [p for p in (dict(zip(names, v)) for v in itertools.product(*self.space.values())) if self.valid(p)]
 
 
+def _f32_valid(p: dict) -> bool:
+    return 32 <= (p["OPTIML_BM"] // p["OPTIML_TM"]) * (p["OPTIML_BN"] // p["OPTIML_TN"]) <= 1024
+
+
+def _wmma_valid(p: dict) -> bool:
+    bm, bn = p["OPTIML_WARPS_M"] * p["OPTIML_TM"] * 16, p["OPTIML_WARPS_N"] * p["OPTIML_TN"] * 16
+    smem = (bm * (p["OPTIML_BK"] + 8) + p["OPTIML_BK"] * (bn + 8)) * 2 + p["OPTIML_WARPS_M"] * p["OPTIML_WARPS_N"] * 1024
+    return smem <= 48 * 1024 and 32 * p["OPTIML_WARPS_M"] * p["OPTIML_WARPS_N"] <= 1024
+
+
+_F32_SPACE = {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8], "OPTIML_TN": [4, 8]}
 GEMM_TEMPLATES = (
-    GemmTemplate("gemm_f32_vec", {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 8, "OPTIML_TM": 8, "OPTIML_TN": 8},
-                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8],
-                  "OPTIML_TN": [4, 8]},
-                 "2-D register blocking with 16-byte global and shared-memory loads where a tile is whole", 1.0),
-    GemmTemplate("gemm_f32", {"OPTIML_BM": 64, "OPTIML_BN": 64, "OPTIML_BK": 8, "OPTIML_TM": 4, "OPTIML_TN": 4},
-                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8],
-                  "OPTIML_TN": [4, 8]},
-                 "2-D register blocking, one guarded element at a time", 0.8),
+    GemmTemplate("gemm_f32_vec", ("float32",),
+                 {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 8, "OPTIML_TM": 8, "OPTIML_TN": 8}, _F32_SPACE,
+                 "2-D register blocking with 16-byte global and shared-memory loads where a tile is whole: each "
+                 "thread a TM x TN tile in registers, BK-deep tiles of A and B in shared memory", 1.0, valid=_f32_valid),
+    GemmTemplate("gemm_f32", ("float32",),
+                 {"OPTIML_BM": 64, "OPTIML_BN": 64, "OPTIML_BK": 8, "OPTIML_TM": 4, "OPTIML_TN": 4}, _F32_SPACE,
+                 "2-D register blocking, one guarded element at a time: each thread a TM x TN tile in registers, "
+                 "BK-deep tiles of A and B in shared memory", 0.8, valid=_f32_valid),
+    GemmTemplate("gemm_f16_wmma", ("float16", "bfloat16"),
+                 {"OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 2, "OPTIML_TM": 2, "OPTIML_TN": 4, "OPTIML_BK": 32},
+                 {"OPTIML_WARPS_M": [2, 4], "OPTIML_WARPS_N": [2, 4], "OPTIML_TM": [2, 4], "OPTIML_TN": [2, 4],
+                  "OPTIML_BK": [32]},
+                 "tensor cores through WMMA 16x16x16 fragments with fp32 accumulation: each warp TM x TN "
+                 "fragments, BK-deep tiles of A and B in shared memory", 1.0,
+                 tile_n="(OPTIML_WARPS_N * OPTIML_TN * 16)", tile_m="(OPTIML_WARPS_M * OPTIML_TM * 16)",
+                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", valid=_wmma_valid),
 )
-GEMM_F32_SPACE = GEMM_TEMPLATES[1].space
-_MATH = {"fmaxf", "fminf", "expf", "__expf", "tanhf", "logf", "sqrtf", "rsqrtf", "fabsf", "erff", "powf", "max",
+GEMM_F32_SPACE = _F32_SPACE
+_ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+_MATH = {"__float2half", "__half2float", "__float2bfloat16", "__bfloat162float", "__float2half_rn", "fmaxf", "fminf", "expf", "__expf", "tanhf", "logf", "sqrtf", "rsqrtf", "fabsf", "erff", "powf", "max",
          "min", "exp", "tanh", "log", "sqrt", "fabs", "erf", "sinf", "cosf", "float", "int", "size_t", "f", "F"}
 
 
@@ -64,12 +97,13 @@ class Gemm:
     a_layout: str           # "mk": A[m * K + k]; "km": A[k * M + m]
     b_layout: str           # "kn": B[k * N + n]; "nk": B[n * K + k] (nn.Linear's weight)
     epilogue: str
+    dtype: str = "float32"  # the inputs' element type
 
     def describe(self) -> str:
         lay = {"mk": "M x K", "km": "K x M", "kn": "K x N", "nk": "N x K"}
         epi = "" if self.epilogue.strip() == "acc" else f", epilogue {self.epilogue}"
         return (f"GEMM C[{self.m} x {self.n}] = A[{lay[self.a_layout]}] x B[{lay[self.b_layout]}] "
-                f"over {self.k}{epi}")
+                f"over {self.k} in {self.dtype}{epi}")
 
 
 def _flat(text: str) -> str:
@@ -111,13 +145,12 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     mac = None
     for n in _walk(body):
         if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "+=":
-            right = _flat(_t(n.child_by_field_name("right")))
-            m = re.fullmatch(r"(\w+)\s*\[(.+)\]\s*\*\s*(\w+)\s*\[(.+)\]", right)
+            m = _product(_flat(_t(n.child_by_field_name("right"))))
             loop = n.parent
             while loop is not None and loop.type != "for_statement":
                 loop = loop.parent
-            if m and {m.group(1), m.group(3)} <= pointers | set(shared) and loop is not None:
-                mac = (n, _t(n.child_by_field_name("left")).strip(), m.groups(), loop)
+            if m and {m[0], m[2]} <= pointers | set(shared) and loop is not None:
+                mac = (n, _t(n.child_by_field_name("left")).strip(), m, loop)
                 break
     if mac is None:
         return None, None
@@ -168,8 +201,8 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     ax, ay, az = args[x], args[y], args[z]
     if not (len(ax.shape) == len(ay.shape) == len(az.shape) == 2):
         return None, "not a GEMM: the operands are not 2-D in the spec"
-    if any(a.dtype != "float32" for a in (ax, ay, az)):
-        return None, "not a GEMM in fp32 (only the fp32 template exists so far)"
+    if ax.dtype != ay.dtype or ax.dtype not in _ELEMENT or az.dtype not in _ELEMENT:
+        return None, f"not templated: inputs of {ax.dtype} and {ay.dtype} into {az.dtype} (templates take fp32, fp16 or bf16)"
     m_size, n_size = (str(s) for s in az.shape)
     kdims = {str(s) for s in ax.shape} & {str(s) for s in ay.shape}
     if len(kdims) != 1:
@@ -205,12 +238,39 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     e = re.sub(acc_re, "acc", epi)
     e = re.sub(rf"\b{re.escape(row)}\b", "m", e)
     e = re.sub(rf"\b{re.escape(colv)}\b", "n", e)
-    names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", re.sub(r"\d+\.?\d*[eE]?[+-]?\d*[fF]?", " ", e)))
+    names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", re.sub(r"(?<![\w.])\d+\.?\d*(?:[eE][+-]?\d+)?[fF]?", " ", e)))
     unknown = names - {"acc", "m", "n"} - set(params) - _MATH
     if unknown:
         return None, f"not templated: the epilogue uses {', '.join(sorted(unknown))}, which is not an argument"
     return Gemm(entry=entry, a=x, b=y, c=z, m=mname, n=nname, k=kname, m_size=m_size, n_size=n_size,
-                a_layout=a_layout, b_layout=b_layout, epilogue=_flat(e)), None
+                a_layout=a_layout, b_layout=b_layout, epilogue=_flat(e), dtype=ax.dtype), None
+
+
+_WRAP = re.compile(r"^(?:__half2float|__bfloat162float|float|static_cast<float>)\s*\((.*)\)$|^\(float\)\s*(.*)$")
+
+
+def _product(text: str) -> tuple | None:
+    """(X, e1, Y, e2) of ``X[e1] * Y[e2]``, each factor possibly converted to float
+    (``__half2float(X[e1])``, ``(float)X[e1]``), else None."""
+    depth, cut = 0, []
+    for i, ch in enumerate(text):
+        depth += ch in "([<"
+        depth -= ch in ")]>"
+        if ch == "*" and depth == 0:
+            cut.append(i)
+    if len(cut) != 1:
+        return None
+    out = []
+    for f in (text[:cut[0]].strip(), text[cut[0] + 1:].strip()):
+        w = _WRAP.match(f)
+        while w:
+            f = (w.group(1) or w.group(2)).strip()
+            w = _WRAP.match(f)
+        m = re.fullmatch(r"(\w+)\s*\[(.+)\]", f)
+        if not m:
+            return None
+        out += [m.group(1), m.group(2)]
+    return tuple(out)
 
 
 def _loaded_from(body, tile: str, pointers: set, shared: dict) -> str | None:
@@ -251,15 +311,18 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
         f"#define OPTIML_M ({g.m})", f"#define OPTIML_N ({g.n})", f"#define OPTIML_K ({g.k})",
         f"#define OPTIML_A_ALONG_M {1 if g.a_layout == 'km' else 0}",
         f"#define OPTIML_B_ALONG_K {1 if g.b_layout == 'nk' else 0}",
+        f"#define OPTIML_T {_ELEMENT[g.dtype]}",
         f"#define OPTIML_EPILOGUE(acc, m, n) ({epi})"]
     text = template_text(f"{t.name}.cu")
+    includes = [ln for ln in text.splitlines() if ln.startswith("#include") and ln not in source]
     body = text[text.index("__global__ void"):]
     head, _, rest = body.partition("// optiml:template-signature")
     sig = head[:head.index(f"optiml_{t.name}(")] + g.entry + _t(fdecl.child_by_field_name("parameters")) + " {"
     kernel = sig + rest
-    launch = (f'// optiml:launch {{grid = ["cdiv({g.n_size}, OPTIML_BN)", "cdiv({g.m_size}, OPTIML_BM)"], '
-              f'block = ["(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"], shared_mem = 0}}')
-    block = (f"// the entry {g.entry} as optiml's {t.name} template: {g.describe()}\n" + launch + "\n"
+    launch = (f'// optiml:launch {{grid = ["cdiv({g.n_size}, {t.tile_n})", "cdiv({g.m_size}, {t.tile_m})"], '
+              f'block = ["{t.threads}"], shared_mem = 0}}')
+    block = ("".join(ln + "\n" for ln in includes)
+             + f"// the entry {g.entry} as optiml's {t.name} template: {g.describe()}\n" + launch + "\n"
              + "\n".join(defines) + "\n" + kernel.rstrip() + "\n")
     data = source.encode("utf-8")
     return data[:fn.start_byte].decode("utf-8") + block + data[fn.end_byte:].decode("utf-8")
@@ -275,12 +338,12 @@ def template_transforms(source: str, entry: str, spec) -> tuple[list[Transform],
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
-    for t in GEMM_TEMPLATES:
+    for t in (t for t in GEMM_TEMPLATES if g.dtype in t.dtypes):
         text = instantiate_gemm(source, g, template=t.name)
         params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in t.start.items())
         out.append(Transform("template", text, f"template {t.name} ({params})",
-                             f"the kernel computes a {g.describe()}; optiml's {t.name} template ({t.what}: each "
-                             f"thread a TM x TN tile in registers, BK-deep tiles of A and B in shared memory) behind "
-                             f"the same signature, its BM, BN, BK, TM, TN then tuned; verified like any edit.",
+                             f"the kernel computes a {g.describe()}; optiml's {t.name} template ({t.what}) behind the "
+                             f"same signature, its {', '.join(n.removeprefix('OPTIML_') for n in t.start)} then "
+                             f"tuned; verified like any edit.",
                              hint=t.hint))
     return out, None
