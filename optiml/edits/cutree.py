@@ -3,6 +3,7 @@ small helpers over tree-sitter-cuda's tree (text of a node, splicing byte ranges
 function and its parameters)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..source import _parser, _walk, function_declarator
@@ -21,6 +22,11 @@ class Transform:
 # ----------------------------------------------------------------------------- tree helpers
 def _tree(source: str):
     return _parser().parse(source.encode("utf-8")).root_node
+
+
+def _flat(text: str) -> str:
+    """``text`` with every run of whitespace one space."""
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def _t(node) -> str:

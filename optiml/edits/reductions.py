@@ -16,17 +16,13 @@ from __future__ import annotations
 import re
 
 from ..source import _walk, parse_source
-from .cutree import Transform, _entry_def, _splice, _t, _tree
-from .structural import _ONE_ITEM_INDEX, _cdiv_parts, _free_name, _toml_dims, _with_launch
+from .cutree import Transform, _entry_def, _flat, _splice, _t, _tree
+from .structural import _ONE_ITEM_INDEX, _cdiv_parts, _free_name, _launch_line, _with_launch
 
 ACC_NAMES = ("OPTIML_ITEMS_PER_THREAD", "OPTIML_ITEMS")
 ACC_ITEMS = 16
 _ZERO = re.compile(r"^\(?\s*0(\.0*)?[fF]?\s*\)?$|^\(?\s*0?\.0+[fF]?\s*\)?$")
 _GLOBAL_SYNC = re.compile(r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|cooperative_groups|cg::)\b")
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def _strip_parens(text: str) -> str:
@@ -222,8 +218,7 @@ def accumulate_first(source: str, entry: str = "", launch=None, items: int = ACC
     edits = [(stmt.start_byte, stmt.start_byte, loop), (ternary.start_byte, ternary.end_byte, "optiml_acc")]
     text = _splice(source, edits)
     new_grid = (f"cdiv({cd[0]}, ({cd[1]}) * {name})",)
-    line = (f"// optiml:launch {{grid = {_toml_dims(new_grid)}, block = {_toml_dims(block)}, "
-            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+    line = _launch_line(new_grid, block, smem)
     text = _with_launch(text, [f"#define {name} {items}"], line)
     return [Transform("accumulate", text, f"accumulate {name} = {items} before the block reduction",
                       f"each thread loads one element into {shared_name} and every block pays a tree reduction, its "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..source import _walk, parse_source
-from .cutree import Transform, _entry_def, _splice, _t, _tree
+from .cutree import Transform, _entry_def, _flat, _splice, _t, _tree
 from .structural import _free_name
 
 CACHE_NAMES = ("OPTIML_CACHE_ITEMS", "OPTIML_REG_CACHE_ITEMS")   # ..._ITEMS: a name the tuning moves
@@ -22,10 +22,6 @@ _NUMBER_TYPES = {"float", "double", "int", "unsigned", "unsigned int", "__half",
                  "float4"}
 _FLOW = re.compile(r"\b(break|continue|return|goto)\b")
 _SYNC = re.compile(r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|cooperative_groups|cg::)\b")
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def _assigned(text: str, name: str) -> bool:

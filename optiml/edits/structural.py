@@ -30,6 +30,12 @@ def _toml_dims(dims) -> str:
     return "[" + ", ".join(f'"{d}"' if isinstance(d, str) else str(d) for d in dims) + "]"
 
 
+def _launch_line(grid, block, smem) -> str:
+    """A ``// optiml:launch`` line (the candidate's own launch) for these dimensions."""
+    return (f"// optiml:launch {{grid = {_toml_dims(grid)}, block = {_toml_dims(block)}, "
+            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+
+
 def _split_args(text: str) -> list[str]:
     """The top-level comma-separated parts of ``text`` (parentheses balanced)."""
     parts, depth, cur = [], 0, ""
@@ -139,8 +145,7 @@ def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[T
     if loose:
         return [], (f"the block's {value} also appears where it may mean something else ({', '.join(loose[:3])}), "
                     f"so it is not made a knob")
-    line = (f"// optiml:launch {{grid = {_toml_dims(new_grid)}, block = [\"{name}\"], "
-            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+    line = _launch_line(new_grid, [name], smem)
     text = _with_launch(_splice(source, edits), [f"#define {name} {value}"], line)
     where = f"{len(edits)} place{'s' if len(edits) != 1 else ''} in the kernel" if edits else "the launch only"
     return [Transform("knob", text, f"knob {name} = {value}",
@@ -262,8 +267,7 @@ def grid_stride(source: str, entry: str = "", launch=None, items: int = 4) -> tu
     new_body = "{\n    " + loop + "\n}"
     text = _splice(source, [(body.start_byte, body.end_byte, new_body)])
     new_grid = (f"cdiv({cd[0]}, ({cd[1]}) * {name})",)
-    line = (f"// optiml:launch {{grid = {_toml_dims(new_grid)}, block = {_toml_dims(block)}, "
-            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+    line = _launch_line(new_grid, block, smem)
     text = _with_launch(text, [f"#define {name} {items}"], line)
     return [Transform("coarsen", text, f"grid-stride loop, {name} = {items}",
                       f"one item per thread: a grid-stride loop with {items} items per thread ({name}, then "
@@ -375,8 +379,7 @@ def vectorize_float4(source: str, entry: str = "", launch=None) -> tuple[list[Tr
         "}")
     text = _splice(source, [(parts["body"].start_byte, parts["body"].end_byte, new_body)])
     cd, block, smem = parts["cd"], parts["block"], parts["smem"]
-    line = (f"// optiml:launch {{grid = {_toml_dims((f'cdiv({cd[0]}, ({cd[1]}) * 4)',))}, block = {_toml_dims(block)}, "
-            f"shared_mem = {_toml_dims([smem if smem is not None else 0])[1:-1]}}}")
+    line = _launch_line((f"cdiv({cd[0]}, ({cd[1]}) * 4)",), block, smem)
     text = _with_launch(text, [], line)
     return [Transform("vectorize", text, "float4 loads and stores",
                       f"the body reads {', '.join(dict.fromkeys(reads)) or 'nothing'} and writes "

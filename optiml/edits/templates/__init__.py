@@ -17,7 +17,7 @@ from typing import Callable
 from importlib import resources
 
 from ...source import _walk
-from ..cutree import Transform, _entry_def, _params, _t, _tree
+from ..cutree import Transform, _entry_def, _flat, _params, _t, _tree
 from ..reductions import _shared_arrays
 
 @dataclass(frozen=True)
@@ -104,10 +104,6 @@ class Gemm:
         epi = "" if self.epilogue.strip() == "acc" else f", epilogue {self.epilogue}"
         return (f"GEMM C[{self.m} x {self.n}] = A[{lay[self.a_layout]}] x B[{lay[self.b_layout]}] "
                 f"over {self.k} in {self.dtype}{epi}")
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def _strip_casts(text: str) -> str:
