@@ -1,6 +1,6 @@
 """What the source rewrites of the ``rules`` proposer share: the :class:`Transform` they return and
 small helpers over tree-sitter-cuda's tree (text of a node, splicing byte ranges, the entry
-function and its parameters)."""
+function, its parameters and shared arrays)."""
 from __future__ import annotations
 
 import re
@@ -71,4 +71,18 @@ def _params(fdecl):
             d = d.child_by_field_name("declarator")
         if d is not None and d.type == "identifier":
             out.append((_t(d), d, ptr, p))
+    return out
+
+
+def _shared_arrays(fn) -> dict[str, str]:
+    """name -> element type of each ``__shared__`` array declared in ``fn``."""
+    out = {}
+    for n in _walk(fn):
+        if n.type == "declaration" and "__shared__" in _t(n).split("[")[0]:
+            t = n.child_by_field_name("type")
+            for d in _walk(n):
+                if d.type == "array_declarator":
+                    inner = d.child_by_field_name("declarator")
+                    if inner is not None and inner.type == "identifier":
+                        out[_t(inner)] = _t(t) if t is not None else ""
     return out

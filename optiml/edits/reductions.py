@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ..source import _walk, parse_source
-from .cutree import Transform, _entry_def, _flat, _splice, _t, _tree
+from .cutree import Transform, _entry_def, _flat, _shared_arrays, _splice, _t, _tree
 from .structural import _ONE_ITEM_INDEX, _cdiv_parts, _free_name, _launch_line, _with_launch
 
 ACC_NAMES = ("OPTIML_ITEMS_PER_THREAD", "OPTIML_ITEMS")
@@ -55,20 +55,6 @@ def _one_item_index(value: str, block_value) -> bool:
 
 def _uses(node, name: str) -> list:
     return [n for n in _walk(node) if n.type == "identifier" and _t(n) == name]
-
-
-def _shared_arrays(fn) -> dict[str, str]:
-    """name -> element type of each ``__shared__`` array declared in ``fn``."""
-    out = {}
-    for n in _walk(fn):
-        if n.type == "declaration" and "__shared__" in _t(n).split("[")[0]:
-            t = n.child_by_field_name("type")
-            for d in _walk(n):
-                if d.type == "array_declarator":
-                    inner = d.child_by_field_name("declarator")
-                    if inner is not None and inner.type == "identifier":
-                        out[_t(inner)] = _t(t) if t is not None else ""
-    return out
 
 
 def _assignments_to(fn, name: str):

@@ -167,8 +167,13 @@ class RulesProposer:
         regs = (node.resources or {}).get("registers")
         tried = {a.edit for a in node.attempts}
         out, refused = [], []
-        for t in all_transforms(node.source, node.entry, tuple(node.flags), regs, self.threads,
-                                auto_tune=not self.space, launch=self.launch, refused=refused):
+        made = all_transforms(node.source, node.entry, tuple(node.flags), regs, self.threads,
+                              auto_tune=not self.space, launch=self.launch, refused=refused)
+        if self.templates and node.source == self.templates[0]:     # the operation templates: at the seed
+            made += self.templates[1]
+            if self.templates[2] and not self.templates[1]:
+                refused.append(("template", self.templates[2]))
+        for t in made:
             if t.edit in tried:
                 continue
             p = prior(t, node)
@@ -177,14 +182,6 @@ class RulesProposer:
             factor, why = profile_reason(t.kind, node.metrics or {})
             out.append(Proposal(source=t.source, flags=tuple(node.flags) + t.flags, edit=t.edit,
                                 rationale=f"{t.rationale} {why}".strip(), prior=p * factor, proposer=self.name))
-        if self.templates and node.source == self.templates[0]:
-            made, why = self.templates[1], self.templates[2]
-            for t in made:
-                if t.edit not in tried:
-                    out.append(Proposal(source=t.source, flags=tuple(node.flags), edit=t.edit, rationale=t.rationale,
-                                        prior=BASE.get(t.kind, 0.2) * t.hint, proposer=self.name))
-            if why and not made:
-                refused.append(("template", why))
         # a rewrite that looked applicable and was not made: recorded once where it first happened
         said = {(a.edit, a.message) for a in _seen(node)}
         for name, why in refused:

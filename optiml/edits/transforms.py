@@ -407,7 +407,6 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
     return [t for t in out if t.source != source or t.flags]
 
 
-
 # name, rewrite function (looked up at call time, so a test may replace one), adds a tuned constant
 _STRUCTURAL = (("knob", "tie_block_literal", True), ("coarsen", "grid_stride", True),
                ("vectorize", "vectorize_float4", False), ("accumulate", "accumulate_first", True),

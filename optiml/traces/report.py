@@ -191,17 +191,15 @@ def format_rewrites(store: TraceStore, run_id: int) -> list[str]:
     """The rules proposer's account of a run: per rewrite, the candidates it made, how many
     verified (what the others ended as) and the best speedup over the kernel it rewrote; then
     each rewrite it looked at and refused, with why."""
-    nodes = [n for n in store.nodes(run_id) if n.proposer == RULES and n.parent_id is not None]
-    med = {}
+    nodes = store.nodes(run_id)
+    evals = {n.id: store.evaluation(n.id) or {} for n in nodes}
+    med = {i: e.get("median_ms") if e.get("status") == OK else None for i, e in evals.items()}
     stats: dict[str, dict] = {}
-    for n in store.nodes(run_id):
-        e = store.evaluation(n.id) or {}
-        med[n.id] = e.get("median_ms") if e.get("status") == OK else None
     for n in nodes:
-        kind = rewrite_of(n.edit)
+        kind = rewrite_of(n.edit) if n.proposer == RULES and n.parent_id is not None else None
         if kind is None:
             continue
-        e = store.evaluation(n.id) or {}
+        e = evals[n.id]
         st = stats.setdefault(kind, {"made": 0, "ok": 0, "other": {}, "best": None})
         st["made"] += 1
         if e.get("status") == OK:

@@ -3,9 +3,10 @@ same operation behind the user's own entry signature.
 
 The recognition is a hypothesis: every candidate built from it is verified against the user's
 reference like any other edit, and a wrong guess is a failed candidate with its reason. Today:
-GEMM-like kernels in fp32 (``C[m][n] = epilogue(sum_k A[m][k] * B[k][n])``, A as M x K or K x M, B as
+GEMM-like kernels (``C[m][n] = epilogue(sum_k A[m][k] * B[k][n])``, A as M x K or K x M, B as
 K x N or N x K, the epilogue any expression of the accumulator, the row and column, the kernel's
-scalars and arrays indexed by them), instantiated from ``gemm_f32.cu``, a real CUDA file in this
+scalars and arrays indexed by them; a tiled kernel through the arguments its shared tiles are
+loaded from), instantiated from the :data:`GEMM_TEMPLATES` of their dtype: real CUDA files in this
 folder whose operands are reached through macros.
 """
 from __future__ import annotations
@@ -13,12 +14,12 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Callable
 from importlib import resources
+from typing import Callable
 
 from ...source import _walk
-from ..cutree import Transform, _entry_def, _flat, _params, _t, _tree
-from ..reductions import _shared_arrays
+from ..cutree import Transform, _entry_def, _flat, _params, _shared_arrays, _t, _tree
+
 
 @dataclass(frozen=True)
 class GemmTemplate:
@@ -71,7 +72,6 @@ GEMM_TEMPLATES = (
                  tile_n="(OPTIML_WARPS_N * OPTIML_TN * 16)", tile_m="(OPTIML_WARPS_M * OPTIML_TM * 16)",
                  threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", valid=_wmma_valid),
 )
-GEMM_F32_SPACE = _F32_SPACE
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _MATH = {"__float2half", "__half2float", "__float2bfloat16", "__bfloat162float", "__float2half_rn", "fmaxf", "fminf", "expf", "__expf", "tanhf", "logf", "sqrtf", "rsqrtf", "fabsf", "erff", "powf", "max",
          "min", "exp", "tanh", "log", "sqrt", "fabs", "erf", "sinf", "cosf", "float", "int", "size_t", "f", "F"}
@@ -220,8 +220,9 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     else:
         return None, f"not a GEMM: the output index {ez} is not row * {nname} + col"
     colv = col
-    a_layout = "mk" if [str(s) for s in ax.shape] == [m_size, k_size] else "km" if [str(s) for s in ax.shape] == [k_size, m_size] else None
-    b_layout = "kn" if [str(s) for s in ay.shape] == [k_size, n_size] else "nk" if [str(s) for s in ay.shape] == [n_size, k_size] else None
+    sa, sb = [str(s) for s in ax.shape], [str(s) for s in ay.shape]
+    a_layout = {(m_size, k_size): "mk", (k_size, m_size): "km"}.get(tuple(sa))
+    b_layout = {(k_size, n_size): "kn", (n_size, k_size): "nk"}.get(tuple(sb))
     if a_layout is None or b_layout is None:
         return None, "not a GEMM: the operands' shapes do not match the output's"
     # a plain loop's indexing must match the spec's layouts; a tiled one's goes through its tiles, so
