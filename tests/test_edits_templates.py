@@ -155,7 +155,7 @@ def test_the_instantiation_keeps_the_signature_and_carries_its_launch():
     assert "#define OPTIML_EPILOGUE(acc, m, n) (fmaxf((acc) + bias[n], 0.0f))" in out
     launch = parse_source(out).launch
     assert launch.grid == ("cdiv(N, OPTIML_BN)", "cdiv(M, OPTIML_BM)")
-    assert launch.block == ("(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)",)
+    assert launch.block == ("(OPTIML_BM / OPTIML_WM) * (OPTIML_BN / OPTIML_WN) * 32",)
     assert parse_source(out).kernel("linear_relu") is not None and "optiml_gemm_f32" not in out
 
 
@@ -168,7 +168,7 @@ def test_every_point_of_the_default_space_compiles_behind_the_users_signature(tm
         pytest.skip("nvcc is not installed")
     g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
     points = t.points()
-    assert len(points) >= 16
+    assert len(points) >= 16 and t.start in points
     failed = build_all(tmp_path, [instantiate_gemm(LINEAR, g, p, t.name) for p in points], "linear_relu")
     assert not failed, failed[:2]
     g2, _ = recognize_gemm(MATMUL, "mm", MATMUL_SPEC)                 # the other layouts
@@ -183,12 +183,13 @@ def test_a_point_the_body_cannot_run_fails_to_compile_not_to_verify(tmp_path):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
-    for t in F32_TEMPLATES:
-        r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_BM": 64, "OPTIML_TM": 128}, t.name))
-        assert r.returncode != 0 and t.name + ":" in r.stderr
+    r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_WM": 64, "OPTIML_TM": 4}, "gemm_f32_warp"))
+    assert r.returncode != 0 and "gemm_f32_warp: a warp's (WM / TM) x (WN / TN) threads must be its 32 lanes" in r.stderr
     gh, _ = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
     r = build(tmp_path, instantiate_gemm(HGEMM, gh, {"OPTIML_BK": 24}, "gemm_f16_wmma"))
     assert r.returncode != 0 and "gemm_f16_wmma: BK must be a multiple of 16" in r.stderr
+    r = build(tmp_path, instantiate_gemm(HGEMM, gh, {"OPTIML_BM": 256, "OPTIML_WARPS_M": 1}, "gemm_f16_mma"))
+    assert r.returncode != 0 and "gemm_f16_mma: at most 128 accumulators a thread" in r.stderr
 
 
 def test_the_template_candidate_builds_and_launches_through_the_runner(tmp_path):
@@ -205,10 +206,10 @@ def test_the_template_candidate_builds_and_launches_through_the_runner(tmp_path)
     (tmp_path / "linear.toml").write_text(SPEC_TOML)
     spec = load_spec(tmp_path / "linear.toml", tmp_path / "linear.cu", kernel_source=LINEAR)
     ts, why = template_transforms(LINEAR, "linear_relu", spec)
-    assert why is None and [t.edit.split(" (")[0] for t in ts] == ["template gemm_f32_vec", "template gemm_f32"]
+    assert why is None and [t.edit.split(" (")[0] for t in ts] == ["template gemm_f32_warp"]
     harness = RecordingFakeHarness()
     ev = evaluator(spec, LINEAR, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
-    for t, grid in zip(ts, [(64, 8, 1), (128, 16, 1)]):                  # the timing size: 1024 x 8192
+    for t, grid in zip(ts, [(64, 8, 1)]):                  # the timing size: 1024 x 8192
         r = ev.evaluate(Candidate(t.source))
         assert r.status == "ok", r.message
         launch = harness.jobs[-1].candidate.launches[0]
@@ -269,7 +270,7 @@ def test_the_rules_offer_the_template_first_at_the_seed_and_nowhere_else():
     made, why = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
     prop = RulesProposer(templates=(LINEAR, made, why))
     first = prop.propose(NodeView(source=LINEAR, entry="linear_relu"), 1, random.Random(0))
-    assert first[0].edit.startswith("template gemm_f32_vec")
+    assert first[0].edit.startswith("template gemm_f32_warp")
     other = LINEAR.replace("++k", "k++")
     assert not any(p.edit.startswith("template") for p in prop.candidates(NodeView(source=other, entry="linear_relu")))
 
@@ -333,23 +334,28 @@ def test_an_fp16_gemm_is_offered_the_tensor_core_template_only():
     g, why = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
     assert why is None and g.dtype == "float16" and g.epilogue == "__float2half(acc)"
     ts, _ = template_transforms(HGEMM, "hgemm", HGEMM_SPEC)
-    assert [t.edit.split(" (")[0] for t in ts] == ["template gemm_f16_wmma"]
-    out = ts[0].source
+    assert [t.edit.split(" (")[0] for t in ts] == ["template gemm_f16_mma", "template gemm_f16_wmma"]
+    out = ts[1].source
     assert "#include <mma.h>" in out and "#define OPTIML_T __half" in out
     launch = parse_source(out).launch
     assert launch.grid == ("cdiv(N, (OPTIML_WARPS_N * OPTIML_TN * 16))", "cdiv(M, (OPTIML_WARPS_M * OPTIML_TM * 16))")
     assert launch.block == ("32 * OPTIML_WARPS_M * OPTIML_WARPS_N",)
+    # the mma one asks for its stages' dynamic shared memory (past 48 KiB at some points)
+    mma = parse_source(ts[0].source)
+    assert mma.launch.shared_mem == "OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 2"
+    assert "// optiml:helpers begin" in ts[0].source and "#define OPTIML_BF16 0" in ts[0].source
     # and the fp32 ones are not offered an fp16 kernel, nor the wmma one an fp32 kernel
     assert all("wmma" not in t.edit for t in template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)[0])
 
 
-def test_every_point_of_the_wmma_space_compiles_for_fp16_and_bf16(tmp_path):
+@pytest.mark.parametrize("name, count", [("gemm_f16_wmma", 15), ("gemm_f16_mma", 38)])
+def test_every_point_of_the_tensor_core_spaces_compiles_for_fp16_and_bf16(tmp_path, name, count):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
-    t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f16_wmma")
+    t = next(t for t in GEMM_TEMPLATES if t.name == name)
     g, _ = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
     points = t.points()
-    assert len(points) == 15                       # 16 less the one past 48 KiB of shared memory
+    assert len(points) == count and t.start in points     # the restrictions (shared memory, registers) hold
     bf = HGEMM.replace("__half2float", "__bfloat162float").replace("__float2half", "__float2bfloat16") \
         .replace("__half", "__nv_bfloat16").replace("cuda_fp16.h", "cuda_bf16.h") \
         .replace("B[k * N + col]", "B[col * K + k]")
@@ -357,6 +363,11 @@ def test_every_point_of_the_wmma_space_compiles_for_fp16_and_bf16(tmp_path):
                                                   arg("B", "input", ("N", "K"), "bfloat16"),
                                                   arg("C", "output", ("M", "N"), "bfloat16")))
     assert why is None and gb.dtype == "bfloat16" and gb.b_layout == "nk"
+    at = HGEMM.replace("A[row * K + k]", "A[k * M + row]")            # A stored K x M
+    ga, why = recognize_gemm(at, "hgemm", spec_of(arg("A", "input", ("K", "M"), "float16"),
+                                                  arg("B", "input", ("K", "N"), "float16"),
+                                                  arg("C", "output", ("M", "N"), "float16")))
+    assert why is None and ga.a_layout == "km"
     failed = build_all(tmp_path, [instantiate_gemm(HGEMM, g, p, t.name) for p in points]
-                       + [instantiate_gemm(bf, gb, t.start, t.name)], "hgemm")
+                       + [instantiate_gemm(bf, gb, t.start, t.name), instantiate_gemm(at, ga, t.start, t.name)], "hgemm")
     assert not failed, failed[:2]

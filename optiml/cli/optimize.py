@@ -31,8 +31,8 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("--resume", "resume_run", type=int, metavar="RUN", help="Continue run RUN of the database.")
 @click.option("--no-profile", is_flag=True, help="Do not run Nsight Compute (runtime alone).")
 @click.option("--no-templates", is_flag=True,
-              help="Do not offer operation templates (a GEMM-like kernel rewritten as optiml's tuned gemm_f32 "
-                   "behind the same signature, verified like any edit).")
+              help="Do not offer operation templates (a GEMM-like kernel rewritten as one of optiml's tuned GEMM "
+                   "templates behind the same signature, verified like any edit).")
 @db_option
 @arch_option
 @timeout_option(120.0, "a GPU child is killed")

@@ -36,15 +36,12 @@ class GemmTemplate:
     tile_m: str = "OPTIML_BM"
     threads: str = "(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"
     valid: Callable[[dict], bool] = lambda p: True       # the space's restrictions
+    shared_mem: str = "0"                                 # the launch's dynamic shared memory (bytes)
 
     def points(self) -> list[dict]:
         """Every point of the default space its restrictions allow."""
         names = list(self.space)
         return [p for p in (dict(zip(names, v)) for v in itertools.product(*self.space.values())) if self.valid(p)]
-
-
-def _f32_valid(p: dict) -> bool:
-    return 32 <= (p["OPTIML_BM"] // p["OPTIML_TM"]) * (p["OPTIML_BN"] // p["OPTIML_TN"]) <= 1024
 
 
 def _wmma_valid(p: dict) -> bool:
@@ -53,22 +50,52 @@ def _wmma_valid(p: dict) -> bool:
     return smem <= 48 * 1024 and 32 * p["OPTIML_WARPS_M"] * p["OPTIML_WARPS_N"] <= 1024
 
 
-_F32_SPACE = {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_TM": [4, 8], "OPTIML_TN": [4, 8]}
+def _warp_valid(p: dict) -> bool:
+    bm, bn, bk, wm, wn, tm, tn = (p[f"OPTIML_{k}"] for k in ("BM", "BN", "BK", "WM", "WN", "TM", "TN"))
+    if bm % wm or bn % wn or wm % tm or wn % tn or (wm // tm) * (wn // tn) != 32:
+        return False
+    threads = (bm // wm) * (bn // wn) * 32
+    return (64 <= threads <= 512 and (bm * bk) % (4 * threads) == 0 and (bn * bk) % (4 * threads) == 0
+            and 2 * bk * (bm + bn + 8) * 4 <= 48 * 1024)
+
+
+def _mma_valid(p: dict) -> bool:
+    bm, bn, bk, wm_, wn_, st = (p[f"OPTIML_{k}"] for k in ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES"))
+    if bm % wm_ or bn % wn_:
+        return False
+    wm, wn, threads = bm // wm_, bn // wn_, 32 * wm_ * wn_
+    return (wm % 16 == 0 and wn % 16 == 0 and (wm // 16) * (wn // 8) * 4 <= 128 and 64 <= threads <= 256
+            and bm * bn <= 128 * 256
+            and (bm * bk // 8) % threads == 0 and (bn * bk // 8) % threads == 0
+            and st * (bm + bn + 16) * (bk + 8) * 2 <= 200 * 1024)
+
+
 GEMM_TEMPLATES = (
-    GemmTemplate("gemm_f32_vec", ("float32",),
-                 {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 8, "OPTIML_TM": 8, "OPTIML_TN": 8}, _F32_SPACE,
-                 "2-D register blocking with 16-byte global and shared-memory loads where a tile is whole: each "
-                 "thread a TM x TN tile in registers, BK-deep tiles of A and B in shared memory", 1.0, valid=_f32_valid),
-    GemmTemplate("gemm_f32", ("float32",),
-                 {"OPTIML_BM": 64, "OPTIML_BN": 64, "OPTIML_BK": 8, "OPTIML_TM": 4, "OPTIML_TN": 4}, _F32_SPACE,
-                 "2-D register blocking, one guarded element at a time: each thread a TM x TN tile in registers, "
-                 "BK-deep tiles of A and B in shared memory", 0.8, valid=_f32_valid),
+    GemmTemplate("gemm_f32_warp", ("float32",),
+                 {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 16, "OPTIML_WM": 64, "OPTIML_WN": 32,
+                  "OPTIML_TM": 8, "OPTIML_TN": 8},
+                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_WM": [32, 64],
+                  "OPTIML_WN": [32, 64], "OPTIML_TM": [4, 8], "OPTIML_TN": [4, 8]},
+                 "warp tiling (each warp a WM x WN part, each thread TM x TN in 4 x 4 chunks read without bank "
+                 "conflicts) and double-buffered shared memory: the next tiles load into registers while the "
+                 "current ones are multiplied", 1.1,
+                 threads="(OPTIML_BM / OPTIML_WM) * (OPTIML_BN / OPTIML_WN) * 32", valid=_warp_valid),
+    GemmTemplate("gemm_f16_mma", ("float16", "bfloat16"),
+                 {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 64, "OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 4,
+                  "OPTIML_STAGES": 2},
+                 {"OPTIML_BM": [128, 256], "OPTIML_BN": [128, 256], "OPTIML_BK": [32, 64],
+                  "OPTIML_WARPS_M": [2, 4], "OPTIML_WARPS_N": [2, 4], "OPTIML_STAGES": [2, 3, 4]},
+                 "tensor cores through mma.sync m16n8k16 with fp32 accumulation, fragments by ldmatrix, the next "
+                 "STAGES - 1 tiles of A and B copied into shared memory by cp.async while one is multiplied", 1.2,
+                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", valid=_mma_valid,
+                 shared_mem="OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 2"),
     GemmTemplate("gemm_f16_wmma", ("float16", "bfloat16"),
                  {"OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 2, "OPTIML_TM": 2, "OPTIML_TN": 4, "OPTIML_BK": 32},
                  {"OPTIML_WARPS_M": [2, 4], "OPTIML_WARPS_N": [2, 4], "OPTIML_TM": [2, 4], "OPTIML_TN": [2, 4],
                   "OPTIML_BK": [32]},
                  "tensor cores through WMMA 16x16x16 fragments with fp32 accumulation: each warp TM x TN "
-                 "fragments, BK-deep tiles of A and B in shared memory", 1.0,
+                 "fragments, BK-deep tiles of A and B in shared memory (sm_70 and sm_75, where gemm_f16_mma's "
+                 "cp.async and ldmatrix are missing)", 0.6,
                  tile_n="(OPTIML_WARPS_N * OPTIML_TN * 16)", tile_m="(OPTIML_WARPS_M * OPTIML_TM * 16)",
                  threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", valid=_wmma_valid),
 )
@@ -290,7 +317,7 @@ def _loaded_from(body, tile: str, pointers: set, shared: dict) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template: str = "gemm_f32") -> str:
+def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template: str = "gemm_f32_warp") -> str:
     """``source`` with its entry replaced by the GEMM ``template`` behind the same signature, the
     operand macros written for ``g``, the tuning constants set (``values``, else the template's
     starting point) and the launch line for it."""
@@ -308,19 +335,23 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
         f"#define OPTIML_M ({g.m})", f"#define OPTIML_N ({g.n})", f"#define OPTIML_K ({g.k})",
         f"#define OPTIML_A_ALONG_M {1 if g.a_layout == 'km' else 0}",
         f"#define OPTIML_B_ALONG_K {1 if g.b_layout == 'nk' else 0}",
-        f"#define OPTIML_T {_ELEMENT[g.dtype]}",
+        f"#define OPTIML_T {_ELEMENT[g.dtype]}", f"#define OPTIML_BF16 {int(g.dtype == 'bfloat16')}",
         f"#define OPTIML_EPILOGUE(acc, m, n) ({epi})"]
     text = template_text(f"{t.name}.cu")
     includes = [ln for ln in text.splitlines() if ln.startswith("#include") and ln not in source]
+    helpers = ""
+    if "// optiml:helpers begin" in text:
+        start = text.index("// optiml:helpers begin")
+        helpers = text[start:text.index("// optiml:helpers end", start)] + "// optiml:helpers end\n"
     body = text[text.index("__global__ void"):]
     head, _, rest = body.partition("// optiml:template-signature")
     sig = head[:head.index(f"optiml_{t.name}(")] + g.entry + _t(fdecl.child_by_field_name("parameters")) + " {"
     kernel = sig + rest
     launch = (f'// optiml:launch {{grid = ["cdiv({g.n_size}, {t.tile_n})", "cdiv({g.m_size}, {t.tile_m})"], '
-              f'block = ["{t.threads}"], shared_mem = 0}}')
+              f'block = ["{t.threads}"], shared_mem = "{t.shared_mem}"}}')
     block = ("".join(ln + "\n" for ln in includes)
              + f"// the entry {g.entry} as optiml's {t.name} template: {g.describe()}\n" + launch + "\n"
-             + "\n".join(defines) + "\n" + kernel.rstrip() + "\n")
+             + "\n".join(defines) + "\n" + helpers + kernel.rstrip() + "\n")
     data = source.encode("utf-8")
     return data[:fn.start_byte].decode("utf-8") + block + data[fn.end_byte:].decode("utf-8")
 

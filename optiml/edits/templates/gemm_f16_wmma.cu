@@ -4,7 +4,7 @@
 // A block of OPTIML_WARPS_M x OPTIML_WARPS_N warps computes a BM x BN tile of C, each warp a
 // (TM x 16) x (TN x 16) tile as TM x TN accumulator fragments; K is walked BK at a time through
 // shared memory (both tiles row-major, padded by 8 halves). Every load and store is guarded, so any
-// M, N, K work. Operands through macros, as in gemm_f32: OPTIML_A(m, k) and OPTIML_B(k, n) give the
+// M, N, K work. Operands through macros, as in gemm_f32_warp: OPTIML_A(m, k) and OPTIML_B(k, n) give the
 // input elements (OPTIML_T, their type), OPTIML_C(m, n) the output lvalue, OPTIML_M/N/K the sizes,
 // and OPTIML_EPILOGUE(acc, m, n) turns each fp32 accumulator into the stored value.
 //
