@@ -4,6 +4,7 @@ instantiated behind the user's signature for every point of its default space an
 nvcc, built through the runner with its own launch, and offered by the rules at the seed only.
 Whether the template computes the right answer is checked on the GPU (verification, like any edit)."""
 import random
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from optiml.edits.rules import RulesProposer
-from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm, template_text, template_transforms
+from optiml.edits.templates import (GEMM_TEMPLATES, instantiate_gemm, recognize_gemm, template_space, template_text,
+                                    template_transforms)
 from optiml.edits.types import NodeView
 from optiml.source import parse_source
 
@@ -371,3 +373,20 @@ def test_every_point_of_the_tensor_core_spaces_compiles_for_fp16_and_bf16(tmp_pa
     failed = build_all(tmp_path, [instantiate_gemm(HGEMM, g, p, t.name) for p in points]
                        + [instantiate_gemm(bf, gb, t.start, t.name), instantiate_gemm(at, ga, t.start, t.name)], "hgemm")
     assert not failed, failed[:2]
+
+
+def test_a_template_node_is_tuned_by_valid_moves_of_the_templates_space():
+    made, why = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
+    prop = RulesProposer(templates=(LINEAR, made, why))
+    node = NodeView(source=made[0].source, entry="linear_relu")
+    t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f32_warp")
+    moves = prop.space_moves(node)
+    assert len(moves) == len(t.points()) - 1            # every other valid point (the space is small)
+    for p in prop.propose(node, 6, random.Random(1)):
+        assert p.edit.startswith("OPTIML_") and "template's space" in p.rationale
+        point = {n: int(v) for n, v in re.findall(r"#define (OPTIML_[A-Z_]+) (\d+)\n", p.source) if n in t.space}
+        assert point in t.points(), point
+    # one constant at a time is not proposed there (most single steps break the lanes' restriction)
+    assert not any(c.edit.startswith("OPTIML_") for c in prop.candidates(node))
+    # and the user's own kernel keeps its usual tuning
+    assert template_space(LINEAR, "linear_relu") is None

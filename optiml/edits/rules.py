@@ -13,6 +13,7 @@ import re
 
 from ..status import Category, category
 from .space import SpaceMoves, priors
+from .templates import template_space
 from .transforms import Transform, all_transforms
 from .types import Attempt, NodeView, Proposal
 
@@ -167,8 +168,10 @@ class RulesProposer:
         regs = (node.resources or {}).get("registers")
         tried = {a.edit for a in node.attempts}
         out, refused = [], []
+        # a declared space, or an instantiated template's own, is searched by its moves instead of
+        # one constant at a time (most single steps of a template's constants break its restrictions)
         made = all_transforms(node.source, node.entry, tuple(node.flags), regs, self.threads,
-                              auto_tune=not self.space, launch=self.launch, refused=refused)
+                              auto_tune=self._space_of(node) is None, launch=self.launch, refused=refused)
         if self.templates and node.source == self.templates[0]:     # the operation templates: at the seed
             made += self.templates[1]
             if self.templates[2] and not self.templates[1]:
@@ -191,13 +194,22 @@ class RulesProposer:
                                     prior=0.0, proposer=self.name, refused=why))
         return sorted(out, key=lambda p: p.edit)
 
+    def _space_of(self, node: NodeView) -> SpaceMoves | None:
+        """The moves of the declared space, else of the template ``node`` was instantiated from."""
+        space = self.space or template_space(node.source, node.entry)
+        if not space:
+            return None
+        key = (node.entry, space)
+        if key not in self._moves:
+            self._moves[key] = SpaceMoves(space, node.entry, self.size_sets if space is self.space else ())
+        return self._moves[key]
+
     def space_moves(self, node: NodeView) -> list[tuple[dict, str, float]]:
-        """(changes, edit, prior) of the declared space's moves from ``node``, in canonical order."""
-        if not self.space:
-            return []
-        moves = self._moves.get(node.entry)
+        """(changes, edit, prior) of the tuning space's moves from ``node`` (declared in the spec, or
+        its template's), in canonical order."""
+        moves = self._space_of(node)
         if moves is None:
-            moves = self._moves[node.entry] = SpaceMoves(self.space, node.entry, self.size_sets)
+            return []
         tried = {a.edit for a in node.attempts}
         found = [m for m in moves.moves(node) if m[1] not in tried]
         ps = priors([score for _, _, score in found])
@@ -214,9 +226,11 @@ class RulesProposer:
         for c, _ in ranked[:max(k, 0)]:
             if not isinstance(c, Proposal):
                 changes, edit, p = c
-                c = Proposal(source=self._moves[node.entry].source(node, changes), flags=tuple(node.flags),
+                where = "declared tuning space" if self.space else "template's space"
+                c = Proposal(source=self._space_of(node).source(node, changes), flags=tuple(node.flags),
                              edit=edit, prior=p, proposer=self.name,
-                             rationale="a move in the declared tuning space, ranked by a model of every runtime "
-                                       "the search has measured (near the fast ones, or far from anything measured).")
+                             rationale=f"a move in the {where}, "
+                                       "ranked by a model of every runtime the search has measured (near the fast ones, "
+                                       "or far from anything measured).")
             out.append(c)
         return out + refused            # records, outside the k (the search stores them as refused)

@@ -11,21 +11,21 @@ folder whose operands are reached through macros.
 """
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Callable
 
 from ...source import _walk
+from ...spec.space import TuneSpace
 from ..cutree import Transform, _entry_def, _flat, _params, _shared_arrays, _t, _tree
 
 
 @dataclass(frozen=True)
 class GemmTemplate:
     """One GEMM template: its CUDA file, the input dtypes it takes, its starting point, its default
-    space (the [tune] form: each name's values; points the body cannot run fail its static_asserts
-    at compile time) and its launch (grid x, grid y over N and M; threads)."""
+    space in the [tune] form (each name's values, and restrictions over the names that every point
+    must satisfy; a point past them would fail the body's static_asserts at compile time) and its
+    launch (grid x, grid y over N and M; threads; dynamic shared memory)."""
     name: str
     dtypes: tuple
     start: dict
@@ -35,39 +35,43 @@ class GemmTemplate:
     tile_n: str = "OPTIML_BN"
     tile_m: str = "OPTIML_BM"
     threads: str = "(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"
-    valid: Callable[[dict], bool] = lambda p: True       # the space's restrictions
+    restrictions: tuple = ()
     shared_mem: str = "0"                                 # the launch's dynamic shared memory (bytes)
+
+    @property
+    def tune_space(self) -> TuneSpace:
+        return TuneSpace(tuple((k, tuple(v)) for k, v in self.space.items()), tuple(self.restrictions))
 
     def points(self) -> list[dict]:
         """Every point of the default space its restrictions allow."""
-        names = list(self.space)
-        return [p for p in (dict(zip(names, v)) for v in itertools.product(*self.space.values())) if self.valid(p)]
+        sp = self.tune_space
+        return [p for p in sp.points() if sp.violated(p, [{}]) is None]
 
 
-def _wmma_valid(p: dict) -> bool:
-    bm, bn = p["OPTIML_WARPS_M"] * p["OPTIML_TM"] * 16, p["OPTIML_WARPS_N"] * p["OPTIML_TN"] * 16
-    smem = (bm * (p["OPTIML_BK"] + 8) + p["OPTIML_BK"] * (bn + 8)) * 2 + p["OPTIML_WARPS_M"] * p["OPTIML_WARPS_N"] * 1024
-    return smem <= 48 * 1024 and 32 * p["OPTIML_WARPS_M"] * p["OPTIML_WARPS_N"] <= 1024
-
-
-def _warp_valid(p: dict) -> bool:
-    bm, bn, bk, wm, wn, tm, tn = (p[f"OPTIML_{k}"] for k in ("BM", "BN", "BK", "WM", "WN", "TM", "TN"))
-    if bm % wm or bn % wn or wm % tm or wn % tn or (wm // tm) * (wn // tn) != 32:
-        return False
-    threads = (bm // wm) * (bn // wn) * 32
-    return (64 <= threads <= 512 and (bm * bk) % (4 * threads) == 0 and (bn * bk) % (4 * threads) == 0
-            and 2 * bk * (bm + bn + 8) * 4 <= 48 * 1024)
-
-
-def _mma_valid(p: dict) -> bool:
-    bm, bn, bk, wm_, wn_, st = (p[f"OPTIML_{k}"] for k in ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES"))
-    if bm % wm_ or bn % wn_:
-        return False
-    wm, wn, threads = bm // wm_, bn // wn_, 32 * wm_ * wn_
-    return (wm % 16 == 0 and wn % 16 == 0 and (wm // 16) * (wn // 8) * 4 <= 128 and 64 <= threads <= 256
-            and bm * bn <= 128 * 256
-            and (bm * bk // 8) % threads == 0 and (bn * bk // 8) % threads == 0
-            and st * (bm + bn + 16) * (bk + 8) * 2 <= 200 * 1024)
+_WMMA_RESTRICTIONS = (
+    "((OPTIML_WARPS_M * OPTIML_TM * 16) * (OPTIML_BK + 8) + OPTIML_BK * (OPTIML_WARPS_N * OPTIML_TN * 16 + 8)) * 2"
+    " + OPTIML_WARPS_M * OPTIML_WARPS_N * 1024 <= 49152",
+    "32 * OPTIML_WARPS_M * OPTIML_WARPS_N <= 1024",
+)
+_WARP_THREADS = "(OPTIML_BM // OPTIML_WM) * (OPTIML_BN // OPTIML_WN) * 32"
+_WARP_RESTRICTIONS = (
+    "OPTIML_BM % OPTIML_WM == 0 and OPTIML_BN % OPTIML_WN == 0",
+    "OPTIML_WM % OPTIML_TM == 0 and OPTIML_WN % OPTIML_TN == 0",
+    "(OPTIML_WM // OPTIML_TM) * (OPTIML_WN // OPTIML_TN) == 32",            # a warp's lanes
+    f"{_WARP_THREADS} >= 64 and {_WARP_THREADS} <= 512",
+    f"(OPTIML_BM * OPTIML_BK) % (4 * {_WARP_THREADS}) == 0 and (OPTIML_BN * OPTIML_BK) % (4 * {_WARP_THREADS}) == 0",
+    "2 * OPTIML_BK * (OPTIML_BM + OPTIML_BN + 8) * 4 <= 49152",              # two buffers, static shared memory
+)
+_MMA_THREADS = "32 * OPTIML_WARPS_M * OPTIML_WARPS_N"
+_MMA_RESTRICTIONS = (
+    "OPTIML_BM % OPTIML_WARPS_M == 0 and OPTIML_BN % OPTIML_WARPS_N == 0",
+    "(OPTIML_BM // OPTIML_WARPS_M) % 16 == 0 and (OPTIML_BN // OPTIML_WARPS_N) % 16 == 0",
+    "(OPTIML_BM // OPTIML_WARPS_M // 16) * (OPTIML_BN // OPTIML_WARPS_N // 8) * 4 <= 128",   # accumulators
+    f"{_MMA_THREADS} >= 64 and {_MMA_THREADS} <= 256",
+    "OPTIML_BM * OPTIML_BN <= 32768",
+    f"(OPTIML_BM * OPTIML_BK // 8) % ({_MMA_THREADS}) == 0 and (OPTIML_BN * OPTIML_BK // 8) % ({_MMA_THREADS}) == 0",
+    "OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 2 <= 204800",
+)
 
 
 GEMM_TEMPLATES = (
@@ -79,7 +83,7 @@ GEMM_TEMPLATES = (
                  "warp tiling (each warp a WM x WN part, each thread TM x TN in 4 x 4 chunks read without bank "
                  "conflicts) and double-buffered shared memory: the next tiles load into registers while the "
                  "current ones are multiplied", 1.1,
-                 threads="(OPTIML_BM / OPTIML_WM) * (OPTIML_BN / OPTIML_WN) * 32", valid=_warp_valid),
+                 threads="(OPTIML_BM / OPTIML_WM) * (OPTIML_BN / OPTIML_WN) * 32", restrictions=_WARP_RESTRICTIONS),
     GemmTemplate("gemm_f16_mma", ("float16", "bfloat16"),
                  {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 64, "OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 4,
                   "OPTIML_STAGES": 2},
@@ -87,7 +91,7 @@ GEMM_TEMPLATES = (
                   "OPTIML_WARPS_M": [2, 4], "OPTIML_WARPS_N": [2, 4], "OPTIML_STAGES": [2, 3, 4]},
                  "tensor cores through mma.sync m16n8k16 with fp32 accumulation, fragments by ldmatrix, the next "
                  "STAGES - 1 tiles of A and B copied into shared memory by cp.async while one is multiplied", 1.2,
-                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", valid=_mma_valid,
+                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", restrictions=_MMA_RESTRICTIONS,
                  shared_mem="OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 2"),
     GemmTemplate("gemm_f16_wmma", ("float16", "bfloat16"),
                  {"OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 2, "OPTIML_TM": 2, "OPTIML_TN": 4, "OPTIML_BK": 32},
@@ -97,11 +101,23 @@ GEMM_TEMPLATES = (
                  "fragments, BK-deep tiles of A and B in shared memory (sm_70 and sm_75, where gemm_f16_mma's "
                  "cp.async and ldmatrix are missing)", 0.6,
                  tile_n="(OPTIML_WARPS_N * OPTIML_TN * 16)", tile_m="(OPTIML_WARPS_M * OPTIML_TM * 16)",
-                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", valid=_wmma_valid),
+                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", restrictions=_WMMA_RESTRICTIONS),
 )
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _MATH = {"__float2half", "__half2float", "__float2bfloat16", "__bfloat162float", "__float2half_rn", "fmaxf", "fminf", "expf", "__expf", "tanhf", "logf", "sqrtf", "rsqrtf", "fabsf", "erff", "powf", "max",
          "min", "exp", "tanh", "log", "sqrt", "fabs", "erf", "sinf", "cosf", "float", "int", "size_t", "f", "F"}
+
+
+_MARK = re.compile(r"^// the entry (\w+) as optiml's (\w+) template:", re.M)
+
+
+def template_space(source: str, entry: str) -> TuneSpace | None:
+    """The default space of the template ``entry`` was instantiated from (its mark in ``source``), if it was."""
+    for m in _MARK.finditer(source):
+        if m.group(1) == entry:
+            t = next((t for t in GEMM_TEMPLATES if t.name == m.group(2)), None)
+            return t.tune_space if t is not None else None
+    return None
 
 
 def template_text(name: str) -> str:
