@@ -48,6 +48,7 @@ def _build(args) -> None:
                 threads = _eval(t.threads, p)
                 jobs.append({"task": task, "template": t.name, "point": p, "name": name,
                              "tile_n": _eval(t.tile_n, p), "tile_m": _eval(t.tile_m, p), "threads": threads,
+                             "shared_mem": _eval(t.shared_mem, p),
                              "flags": spec.nvcc_flags})
 
     def compile_one(j):
@@ -106,10 +107,13 @@ def _time(args) -> None:
 
     def launcher(j, M, N, K, arrays):
         fn = cupy.RawModule(path=str(d / j["cubin"])).get_function(j["function"])
+        smem = j.get("shared_mem", 0)
+        if smem > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem
         grid = (-(-N // j["tile_n"]), -(-M // j["tile_m"]))
         ptrs = [cupy.asarray(a) for a in arrays]
         scal = [cupy.int32(v) for v in (M, N, K)]
-        return lambda: fn(grid, (j["threads"],), (*ptrs, *scal))
+        return lambda: fn(grid, (j["threads"],), (*ptrs, *scal), shared_mem=smem)
 
     def median_ms(f, reps):
         for _ in range(3):

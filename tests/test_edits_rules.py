@@ -160,3 +160,11 @@ def test_pragma_unroll_only_on_constant_loops_and_only_once():
     assert "        #pragma unroll\n        for (int k = 0; k < TILE; ++k)" in t.source
     assert add_pragma_unroll(t.source) == []
     assert add_pragma_unroll(src("sgemm_naive")) == []       # k < K: not a compile-time trip count
+
+
+def test_an_edit_that_failed_to_compile_above_is_not_proposed_again_below():
+    fresh = {p.edit for p in RulesProposer().propose(node("transpose_naive"), 100, random.Random(0))}
+    some = sorted(e for e in fresh if not e.startswith("BLOCK"))[0]
+    below = {p.edit for p in RulesProposer().propose(
+        node("transpose_naive", inherited=(Attempt(some, "compile_error", "error: ..."),)), 100, random.Random(0))}
+    assert some not in below and below == fresh - {some}

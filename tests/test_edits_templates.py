@@ -390,3 +390,10 @@ def test_a_template_node_is_tuned_by_valid_moves_of_the_templates_space():
     assert not any(c.edit.startswith("OPTIML_") for c in prop.candidates(node))
     # and the user's own kernel keeps its usual tuning
     assert template_space(LINEAR, "linear_relu") is None
+
+
+def test_const_is_not_offered_on_a_pointer_a_macro_writes_through():
+    from optiml.edits.transforms import add_const
+    made, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
+    assert "OPTIML_C(m, n) y[" in made[0].source and add_const(made[0].source, "linear_relu") == []
+    assert [t.edit for t in add_const(LINEAR.replace("const float* x", "float* x"), "linear_relu")] == ["const on x"]

@@ -76,6 +76,7 @@ def prior(t: Transform, node: NodeView) -> float | None:
     Learning from the path: each time an edit of the same family (:func:`family`) failed
     verification, faulted or timed out from this node or an ancestor, the prior is multiplied by
     :data:`FAILED_FAMILY`, and after :data:`GIVE_UP` such failures it is not proposed there at all;
+    an edit that failed to compile from an ancestor is not proposed again below it;
     a flag already tried above this node that gained less than
     :data:`NO_GAIN` is not proposed again below it; ``-use_fast_math`` is worth less on a
     memory-bound profile."""
@@ -90,6 +91,8 @@ def prior(t: Transform, node: NodeView) -> float | None:
     fails = sum(1 for a in seen if category(a.status) in _RUNTIME_FAILURES)
     if fails >= GIVE_UP:
         return None
+    if any(a.edit == t.edit and a.status == "compile_error" for a in node.inherited):
+        return None          # the same edit failed to compile above: below, the same text fails the same way
     p *= FAILED_FAMILY ** fails
     if t.edit == "flag -use_fast_math" and _memory_bound(node.metrics or {}):
         p *= 0.3
