@@ -49,7 +49,7 @@ def _build(args) -> None:
                 jobs.append({"task": task, "template": t.name, "point": p, "name": name,
                              "tile_n": _eval(t.tile_n, p), "tile_m": _eval(t.tile_m, p), "threads": threads,
                              "shared_mem": _eval(t.shared_mem, p),
-                             "flags": spec.nvcc_flags})
+                             "flags": [*spec.nvcc_flags, *t.flags]})
 
     def compile_one(j):
         cu, cubin = out / f"{j['name']}.cu", out / f"{j['name']}.cubin"
@@ -87,7 +87,8 @@ def _time(args) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     d = Path(args.dir)
-    jobs = [j for j in json.loads((d / "manifest.json").read_text()) if "error" not in j]
+    jobs = [j for j in json.loads((d / "manifest.json").read_text()) if "error" not in j
+            and (not args.only or j["name"] in args.only)]
     sizes = {"linear_relu": (1024, 8192, 8192), "hgemm": (4096, 4096, 4096)}
     odd = [(33, 65, 17), (5, 131, 300), (130, 70, 257)]
 
@@ -178,6 +179,7 @@ def main() -> None:
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--only", nargs="*", default=[], help="time only these points (names in the manifest)")
     args = ap.parse_args()
     _build(args) if args.what == "build" else _time(args)
 

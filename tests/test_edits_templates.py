@@ -57,7 +57,7 @@ LINEAR_SPEC = spec_of(arg("x", "input", ("M", "K")), arg("w", "input", ("N", "K"
 MATMUL_SPEC = spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N")))
 
 
-def build_all(tmp_path, sources: list[str], entry: str) -> list[str]:
+def build_all(tmp_path, sources: list[str], entry: str, flags=()) -> list[str]:
     """Compile many instantiations as one file (each its own entry name, the macros undefined between
     them: one nvcc run instead of one each); on a failure, each alone, to name the points that fail.
     Returns the failures' messages."""
@@ -76,20 +76,20 @@ def build_all(tmp_path, sources: list[str], entry: str) -> list[str]:
                      + "\n".join(body).replace(f" {entry}(", f" {entry}_{i}(").replace(f"\n{entry}(", f"\n{entry}_{i}("))
     half = (len(parts) + 1) // 2                  # two files, one nvcc each, side by side
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(lambda ic: build(tmp_path, "\n".join(includes) + "\n" + "\n".join(ic[1]), f"all{ic[0]}"),
+        runs = list(pool.map(lambda ic: build(tmp_path, "\n".join(includes) + "\n" + "\n".join(ic[1]), f"all{ic[0]}", flags),
                              enumerate([parts[:half], parts[half:]])))
     if all(r.returncode == 0 for r in runs):
         return []
     r = next(r for r in runs if r.returncode != 0)
     with ThreadPoolExecutor(2) as pool:
-        alone = list(pool.map(lambda ij: build(tmp_path, ij[1], f"p{ij[0]}"), enumerate(sources)))
+        alone = list(pool.map(lambda ij: build(tmp_path, ij[1], f"p{ij[0]}", flags), enumerate(sources)))
     return [r.stderr[-300:] for r in alone if r.returncode != 0] or [r.stderr[-500:]]
 
 
-def build(tmp_path, source: str, name: str = "k") -> subprocess.CompletedProcess:
+def build(tmp_path, source: str, name: str = "k", flags=()) -> subprocess.CompletedProcess:
     f = tmp_path / f"{name}.cu"
     f.write_text(source)
-    return subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / f"{name}.cubin"), str(f)],
+    return subprocess.run([NVCC, "-arch=sm_90", *flags, "-cubin", "-o", str(tmp_path / f"{name}.cubin"), str(f)],
                           capture_output=True, text=True)
 
 
@@ -144,7 +144,8 @@ def test_what_is_not_a_gemm_of_the_spec_is_not_recognised(source, spec, reason):
 def test_the_template_is_real_cuda_on_its_own(tmp_path, name):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
-    r = build(tmp_path, template_text(f"{name}.cu"))
+    t = next(t for t in GEMM_TEMPLATES if t.name == name)
+    r = build(tmp_path, template_text(f"{name}.cu"), flags=t.flags)
     assert r.returncode == 0, r.stderr
 
 
@@ -336,7 +337,13 @@ def test_an_fp16_gemm_is_offered_the_tensor_core_template_only():
     g, why = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
     assert why is None and g.dtype == "float16" and g.epilogue == "__float2half(acc)"
     ts, _ = template_transforms(HGEMM, "hgemm", HGEMM_SPEC)
-    assert [t.edit.split(" (")[0] for t in ts] == ["template gemm_f16_mma", "template gemm_f16_wmma"]
+    assert [t.edit.split(" (")[0] for t in ts] == ["template gemm_f16_wgmma", "template gemm_f16_mma",
+                                                   "template gemm_f16_wmma"]
+    assert ts[0].flags == ("-arch=sm_90a",) and ts[1].flags == ()
+    # the Hopper one only where the GPU is one (or not known)
+    assert [t.edit.split(" (")[0] for t in template_transforms(HGEMM, "hgemm", HGEMM_SPEC, arch="sm_80")[0]] == \
+        ["template gemm_f16_mma", "template gemm_f16_wmma"]
+    ts = ts[1:]
     out = ts[1].source
     assert "#include <mma.h>" in out and "#define OPTIML_T __half" in out
     launch = parse_source(out).launch
@@ -350,7 +357,7 @@ def test_an_fp16_gemm_is_offered_the_tensor_core_template_only():
     assert all("wmma" not in t.edit for t in template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)[0])
 
 
-@pytest.mark.parametrize("name, count", [("gemm_f16_wmma", 15), ("gemm_f16_mma", 38)])
+@pytest.mark.parametrize("name, count", [("gemm_f16_wmma", 15), ("gemm_f16_mma", 38), ("gemm_f16_wgmma", 32)])
 def test_every_point_of_the_tensor_core_spaces_compiles_for_fp16_and_bf16(tmp_path, name, count):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
@@ -371,7 +378,8 @@ def test_every_point_of_the_tensor_core_spaces_compiles_for_fp16_and_bf16(tmp_pa
                                                   arg("C", "output", ("M", "N"), "float16")))
     assert why is None and ga.a_layout == "km"
     failed = build_all(tmp_path, [instantiate_gemm(HGEMM, g, p, t.name) for p in points]
-                       + [instantiate_gemm(bf, gb, t.start, t.name), instantiate_gemm(at, ga, t.start, t.name)], "hgemm")
+                       + [instantiate_gemm(bf, gb, t.start, t.name), instantiate_gemm(at, ga, t.start, t.name)], "hgemm",
+                       t.flags)
     assert not failed, failed[:2]
 
 

@@ -127,9 +127,10 @@ class Interrupted(Exception):
 
 
 def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float,
-                  spec=None, source: str | None = None, templates: bool = False):
+                  spec=None, source: str | None = None, templates: bool = False, arch: str | None = None):
     """The proposer by name; with a ``spec`` that declares ``[tune]``, the rules search its space;
-    with ``templates`` (and the seed's ``source``), they may offer an operation template at the root."""
+    with ``templates`` (and the seed's ``source``), they may offer an operation template at the root
+    (those that run on ``arch``, when it is known)."""
     from ..edits.rules import RulesProposer
 
     rules = {}                                      # what the rules know of the spec
@@ -140,7 +141,7 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
     if templates and spec is not None and source is not None and not spec.tune:
         from ..edits.templates import template_transforms
 
-        rules["templates"] = (source, *template_transforms(source, spec.entry, spec))
+        rules["templates"] = (source, *template_transforms(source, spec.entry, spec, arch=arch))
     if kind == "rules":
         return RulesProposer(**rules)
     from ..edits.llm import LLMConfig, LLMProposer
@@ -243,18 +244,18 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
         llm_model = llm_model or config.get("llm_model")
         llm_base_url = llm_base_url or config.get("llm_base_url")
         budget = opts.budget if opts.budget is not None else int(run["budget"] or config.get("budget") or 200)
-    from ..edits.hygiene import IncludeGuard
-
-    # a proposal may not include what the seed does not (nvcc echoes included files into its log)
-    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec, source=source,
-                                      templates=config.get("templates", False)), source,
-                        include_dirs=[kernel.resolve().parent])
     gpus = _gpu_cluster(opts.cluster, opts.timeout_s)      # with --cluster: its GPU workers evaluate
     if gpus is None:
         require_gpu("optimize")
     devices = parse_gpus(opts.gpus, visible_gpus()) if gpus is None else gpus.slots
     parallel = opts.parallel or 16 * (len(devices) if gpus is None else len(gpus.workers))
     arch = resolve_arch(opts.arch or (gpus.arch if gpus is not None else None))
+    from ..edits.hygiene import IncludeGuard
+
+    # a proposal may not include what the seed does not (nvcc echoes included files into its log)
+    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec, source=source,
+                                      templates=config.get("templates", False), arch=arch), source,
+                        include_dirs=[kernel.resolve().parent])
     if gpus is None and (spec.flops is not None or spec.bytes is not None):   # speed of light: measured peaks
         ensure_calibrated(arch)
     prep = Preparer(spec, source, _builder(arch, gpus), include_dir=kernel.resolve().parent,

@@ -26,6 +26,8 @@ KERNEL_OF = {"float32": TASKS / "linear_relu.cu", "float16": TASKS / "hgemm.cu"}
 
 @pytest.mark.parametrize("t", GEMM_TEMPLATES, ids=lambda t: t.name)
 def test_every_point_of_each_gemm_template_verifies_behind_a_first_kernel(tmp_path, t):
+    if t.archs and detect_arch() not in t.archs:
+        pytest.skip(f"{t.name} runs on {', '.join(t.archs)} only")
     kernel = KERNEL_OF[t.dtypes[0]]
     src = kernel.read_text()
     spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
@@ -37,7 +39,7 @@ def test_every_point_of_each_gemm_template_verifies_behind_a_first_kernel(tmp_pa
     with Runner(standard_stages(prep), (0,), harness_factory=lambda d: WorkerHarness(d, timeout_s=300),
                 build_workers=os.cpu_count(), workers_per_gpu=1) as runner:
         points = t.points()
-        futures = [runner.submit(Candidate(instantiate_gemm(src, g, p, t.name), name="t.cu"), profile=False,
+        futures = [runner.submit(Candidate(instantiate_gemm(src, g, p, t.name), name="t.cu", flags=t.flags), profile=False,
                                  time_it=False) for p in points]
         for p, fut in zip(points, futures):
             ev = fut.result()
@@ -45,3 +47,39 @@ def test_every_point_of_each_gemm_template_verifies_behind_a_first_kernel(tmp_pa
             if ev.status != "ok":
                 bad.append((p, ev.status, ev.message))
     assert len(points) >= 8 and not bad, bad[:3]
+
+
+LAYOUTS = {   # the fp16 first kernel with B stored N x K, or A stored K x M: each template's other paths
+    "bt": ("B[k * N + col]", "B[col * K + k]", 'shape = ["K", "N"]', 'shape = ["N", "K"]', 1),
+    "at": ("A[row * K + k]", "A[k * M + row]", 'shape = ["M", "K"]', 'shape = ["K", "M"]', 0),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_the_tensor_core_templates_verify_for_the_other_operand_layouts(tmp_path, layout):
+    import shutil
+
+    old, new, old_shape, new_shape, which = LAYOUTS[layout]
+    src = KERNEL_OF["float16"].read_text().replace(old, new)
+    toml = KERNEL_OF["float16"].with_suffix(".toml").read_text()
+    parts = toml.split("[[args]]")
+    parts[1 + which] = parts[1 + which].replace(old_shape, new_shape)      # A is the first array, B the second
+    toml = "[[args]]".join(parts).replace('torch = "ref.py:hgemm"', f'torch = "ref.py:hgemm_{layout}"')
+    toml = toml.split("[baseline]")[0]
+    (tmp_path / "k.cu").write_text(src)
+    (tmp_path / "k.toml").write_text(toml)
+    shutil.copy(TASKS / "ref.py", tmp_path / "ref.py")
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    g, why = recognize_gemm(src, spec.entry, spec)
+    assert g is not None, why
+    assert (g.a_layout, g.b_layout) == {"bt": ("mk", "nk"), "at": ("km", "kn")}[layout]
+    prep = Preparer(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path / "c"), include_dir=tmp_path)
+    arch = detect_arch()
+    ts = [t for t in GEMM_TEMPLATES if "float16" in t.dtypes and (not t.archs or arch in t.archs)]
+    with Runner(standard_stages(prep), (0,), harness_factory=lambda d: WorkerHarness(d, timeout_s=300),
+                build_workers=os.cpu_count(), workers_per_gpu=1) as runner:
+        futures = [(t.name, p, runner.submit(Candidate(instantiate_gemm(src, g, p, t.name), name="t.cu", flags=t.flags),
+                                              profile=False, time_it=False))
+                   for t in ts for p in (t.points()[0], t.start, t.points()[-1])]
+        bad = [(n, p, ev.status, ev.message) for n, p, f in futures if (ev := f.result()).status != "ok"]
+    assert not bad, bad[:3]

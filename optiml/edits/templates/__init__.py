@@ -37,6 +37,8 @@ class GemmTemplate:
     threads: str = "(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"
     restrictions: tuple = ()
     shared_mem: str = "0"                                 # the launch's dynamic shared memory (bytes)
+    flags: tuple = ()                                     # nvcc flags the candidate carries
+    archs: tuple = ()                                     # the GPUs it runs on (empty: any it compiles for)
 
     @property
     def tune_space(self) -> TuneSpace:
@@ -62,6 +64,11 @@ _WARP_RESTRICTIONS = (
     f"(OPTIML_BM * OPTIML_BK) % (4 * {_WARP_THREADS}) == 0 and (OPTIML_BN * OPTIML_BK) % (4 * {_WARP_THREADS}) == 0",
     "2 * OPTIML_BK * (OPTIML_BM + OPTIML_BN + 8) * 4 <= 49152",              # two buffers, static shared memory
 )
+_WGMMA_RESTRICTIONS = (
+    "OPTIML_MW * OPTIML_BN // 2 <= 128",                                      # accumulators a thread
+    "(128 * OPTIML_WGS * 8 // OPTIML_BN) % 8 == 0",                            # a thread's pieces 8 rows apart
+    "OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 1024 <= 232448",
+)
 _MMA_THREADS = "32 * OPTIML_WARPS_M * OPTIML_WARPS_N"
 _MMA_RESTRICTIONS = (
     "OPTIML_BM % OPTIML_WARPS_M == 0 and OPTIML_BN % OPTIML_WARPS_N == 0",
@@ -84,6 +91,16 @@ GEMM_TEMPLATES = (
                  "conflicts) and double-buffered shared memory: the next tiles load into registers while the "
                  "current ones are multiplied", 1.1,
                  threads="(OPTIML_BM / OPTIML_WM) * (OPTIML_BN / OPTIML_WN) * 32", restrictions=_WARP_RESTRICTIONS),
+    GemmTemplate("gemm_f16_wgmma", ("float16", "bfloat16"),
+                 {"OPTIML_BN": 256, "OPTIML_MW": 1, "OPTIML_WGS": 2, "OPTIML_STAGES": 4, "OPTIML_GROUP_M": 8},
+                 {"OPTIML_BN": [128, 256], "OPTIML_MW": [1, 2], "OPTIML_WGS": [1, 2], "OPTIML_STAGES": [3, 4, 5, 6],
+                  "OPTIML_GROUP_M": [1, 8]},
+                 "Hopper's wgmma.mma_async with fp32 accumulation, operands straight from 128-byte-swizzled shared "
+                 "memory, the next STAGES - 2 tiles of A and B copied by cp.async while one is multiplied and "
+                 "the last one's wgmmas finish", 1.3,
+                 tile_m="(64 * OPTIML_MW * OPTIML_WGS)", threads="128 * OPTIML_WGS", restrictions=_WGMMA_RESTRICTIONS,
+                 shared_mem="OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 1024",
+                 flags=("-arch=sm_90a",), archs=("sm_90", "sm_90a")),
     GemmTemplate("gemm_f16_mma", ("float16", "bfloat16"),
                  {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 64, "OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 4,
                   "OPTIML_STAGES": 2},
@@ -372,8 +389,9 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
     return data[:fn.start_byte].decode("utf-8") + block + data[fn.end_byte:].decode("utf-8")
 
 
-def template_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
-    """The templates that fit the kernel (a child of the root each), or ([], why not)."""
+def template_transforms(source: str, entry: str, spec, arch: str | None = None) -> tuple[list[Transform], str | None]:
+    """The templates that fit the kernel (a child of the root each) and the GPU (``arch``, when known),
+    or ([], why not)."""
     if spec is None:
         return [], None
     g, why = recognize_gemm(source, entry, spec)
@@ -382,12 +400,12 @@ def template_transforms(source: str, entry: str, spec) -> tuple[list[Transform],
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
-    for t in (t for t in GEMM_TEMPLATES if g.dtype in t.dtypes):
+    for t in (t for t in GEMM_TEMPLATES if g.dtype in t.dtypes and (not t.archs or arch is None or arch in t.archs)):
         text = instantiate_gemm(source, g, template=t.name)
         params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in t.start.items())
         out.append(Transform("template", text, f"template {t.name} ({params})",
                              f"the kernel computes a {g.describe()}; optiml's {t.name} template ({t.what}) behind the "
                              f"same signature, its {', '.join(n.removeprefix('OPTIML_') for n in t.start)} then "
                              f"tuned; verified like any edit.",
-                             hint=t.hint))
+                             flags=t.flags, hint=t.hint))
     return out, None
