@@ -244,3 +244,16 @@ def test_run_id_defaults_to_the_latest_run(db, tmp_path, monkeypatch):
     empty = tmp_path / "empty.db"
     TraceStore(empty).close()
     assert_one_sentence_error(CliRunner().invoke(cli, ["show", "--db", str(empty)]), "no runs recorded yet")
+
+
+def test_a_best_that_names_its_own_architecture_is_written_with_that_one_only(tmp_path):
+    """A template for sm_90a carries -arch=sm_90a: the written flags do not also name the build's sm_90."""
+    path = tmp_path / "t.db"
+    with TraceStore(path) as store:
+        run = store.start_run("k", spec_toml="[kernel]\nentry = 'k'\n")
+        root = store.add_node(run, None, "__global__ void k() {}\n")
+        hop = store.add_node(run, root, "__global__ void k() { }\n", flags={"extra": ["-arch=sm_90a"]}, edit="template")
+        for n, ms in ((root, 2.0), (hop, 1.0)):
+            store.finish_node(n, {"status": "ok", "median_ms": ms, "build": {"arch": "sm_90"}})
+    r = CliRunner().invoke(cli, ["best", str(run), "--print-flags", "--db", str(path)])
+    assert r.exit_code == 0 and r.output.strip() == "-O3 -arch=sm_90a", r.output
