@@ -168,3 +168,13 @@ def test_an_edit_that_failed_to_compile_above_is_not_proposed_again_below():
     below = {p.edit for p in RulesProposer().propose(
         node("transpose_naive", inherited=(Attempt(some, "compile_error", "error: ..."),)), 100, random.Random(0))}
     assert some not in below and below == fresh - {some}
+
+
+def test_restrict_tried_above_without_gain_is_not_tried_again_below():
+    fresh = {p.edit for p in RulesProposer().propose(node("transpose_naive"), 100, random.Random(0))}
+    restrict = next(e for e in fresh if e.startswith("__restrict__"))
+    flat = {p.edit for p in RulesProposer().propose(
+        node("transpose_naive", inherited=(Attempt(restrict, "ok", speedup=1.0),)), 100, random.Random(0))}
+    gained = {p.edit for p in RulesProposer().propose(
+        node("transpose_naive", inherited=(Attempt(restrict, "ok", speedup=1.2),)), 100, random.Random(0))}
+    assert restrict not in flat and restrict in gained

@@ -45,6 +45,8 @@ def conflicts(metrics: dict) -> float:
 FAILED_FAMILY = 0.4         # the prior's factor for each failure of the same edit family seen on the path
 GIVE_UP = 3                 # failures of one family on the path after which it is not proposed there again
 NO_GAIN = 1.02              # a flag tried above this node that gained less than this is not tried again below
+# edits whose worth hardly depends on the rest of the kernel: tried above with no gain, not tried below
+_CONTEXT_FREE = {"flag", "restrict", "const", "unroll", "launch_bounds"}
 _TUNE_EDIT = re.compile(r"^(\w+) -?\d+ -> -?\d+$")
 _RUNTIME_FAILURES = {Category.WRONG, Category.CRASH}
 
@@ -77,16 +79,16 @@ def prior(t: Transform, node: NodeView) -> float | None:
     verification, faulted or timed out from this node or an ancestor, the prior is multiplied by
     :data:`FAILED_FAMILY`, and after :data:`GIVE_UP` such failures it is not proposed there at all;
     an edit that failed to compile from an ancestor is not proposed again below it;
-    a flag already tried above this node that gained less than
-    :data:`NO_GAIN` is not proposed again below it; ``-use_fast_math`` is worth less on a
-    memory-bound profile."""
+    a flag (or ``__restrict__``, ``const``, an unroll pragma, launch bounds: :data:`_CONTEXT_FREE`)
+    already tried above this node that gained less than :data:`NO_GAIN` is not proposed again below
+    it; ``-use_fast_math`` is worth less on a memory-bound profile."""
     p = _prior(t, node)
     if p is None:
         return None
     fam = family(t.edit)
     seen = [a for a in _seen(node) if family(a.edit) == fam]
-    if t.kind == "flag" and any(a in node.inherited and category(a.status) is Category.OK and
-                                (a.speedup or 0.0) < NO_GAIN for a in seen):
+    if t.kind in _CONTEXT_FREE and any(a in node.inherited and category(a.status) is Category.OK and
+                                       (a.speedup or 0.0) < NO_GAIN for a in seen):
         return None
     fails = sum(1 for a in seen if category(a.status) in _RUNTIME_FAILURES)
     if fails >= GIVE_UP:
