@@ -458,7 +458,9 @@ class NvccBuilder:
             raise EnvironmentProblem(f"the build cache folder {self.cache_dir} cannot be written ({e.strerror or e}); "
                                      f"set OPTIML_CACHE_DIR to a writable folder.") from None
         cubin = d / "kernel.cubin"
-        cmd = [nvcc_path(), "-cubin", f"-arch={self.arch}", "-Xptxas", "-v", *flags]
+        # a candidate that names its own architecture (a template for sm_90a) is built for that one only
+        own = any(f.startswith(("-arch", "--gpu-architecture", "-gencode", "--generate-code")) for f in flags)
+        cmd = [nvcc_path(), "-cubin", *([] if own else [f"-arch={self.arch}"]), "-Xptxas", "-v", *flags]
         if include_dir is not None:
             cmd += ["-I", str(include_dir)]
         cmd += ["-o", str(cubin), src.name]

@@ -245,3 +245,13 @@ def test_code_digest_tells_apart_what_the_code_refers_to(builder):
     assert digest(src.replace("= a[", "= b[")) != base
     assert digest(src.replace("{1.0f, 2.0f}", "{1.0f, 5.0f}")) != base
     assert digest(src.replace("{1, 2, 3, 4};\n__device__ float b", "{1, 2, 3, 9};\n__device__ float b")) != base
+
+
+def test_a_candidate_that_names_its_own_architecture_is_built_for_that_one_only(builder):
+    """A Hopper template's candidate carries -arch=sm_90a: nvcc gets that one (no second -arch, no
+    'incompatible redefinition' warning in the log), and wgmma assembles."""
+    src = '__global__ void k(float* x) { asm volatile("wgmma.fence.sync.aligned;\\n" ::); x[0] = 1.0f; }\n'
+    result = builder.build(src, ("-O3", "-arch=sm_90a"), name="hopper.cu")
+    assert result.status == "ok", result.log
+    assert "redefinition" not in result.log
+    assert builder.build(src, ("-O3",), name="plain.cu").status == "compile_error"     # sm_90 has no wgmma

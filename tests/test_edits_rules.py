@@ -178,3 +178,30 @@ def test_restrict_tried_above_without_gain_is_not_tried_again_below():
     gained = {p.edit for p in RulesProposer().propose(
         node("transpose_naive", inherited=(Attempt(restrict, "ok", speedup=1.2),)), 100, random.Random(0))}
     assert restrict not in flat and restrict in gained
+
+
+TWO_LOOPS = """__global__ void k(const float* a, float* b) {
+    float s = 0.0f, t = 0.0f;
+    for (int i = 0; i < 8; i++) s += a[threadIdx.x * 8 + i];
+    for (int j = 0; j < 4; j++) t += a[threadIdx.x * 4 + j] * 2.0f;
+    b[threadIdx.x] = s + t;
+}
+"""
+
+
+def test_a_pragma_without_gain_on_one_loop_does_not_keep_the_other_loops_pragma_away():
+    from optiml.edits.transforms import add_pragma_unroll
+    first, second = (t.edit for t in add_pragma_unroll(TWO_LOOPS))
+    assert first != second
+    view = lambda inherited: NodeView(source=TWO_LOOPS, entry="k", inherited=inherited)   # noqa: E731
+    below = {p.edit for p in RulesProposer().propose(view((Attempt(first, "ok", speedup=1.0),)), 100, random.Random(0))}
+    assert first not in below and second in below
+
+
+def test_a_constant_whose_value_failed_to_compile_above_may_compile_below():
+    fresh = {p.edit for p in RulesProposer().propose(node("transpose_naive"), 100, random.Random(0))}
+    tune = next(e for e in sorted(fresh) if e.startswith("BLOCK"))
+    below = {p.edit for p in RulesProposer().propose(
+        node("transpose_naive", inherited=(Attempt(tune, "compile_error", "static assertion failed"),)), 100,
+        random.Random(0))}
+    assert tune in below

@@ -405,3 +405,26 @@ def test_const_is_not_offered_on_a_pointer_a_macro_writes_through():
     made, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
     assert "OPTIML_C(m, n) y[" in made[0].source and add_const(made[0].source, "linear_relu") == []
     assert [t.edit for t in add_const(LINEAR.replace("const float* x", "float* x"), "linear_relu")] == ["const on x"]
+
+
+def test_const_is_not_offered_through_a_macro_continued_over_lines_nor_on_an_unused_pointer():
+    from optiml.edits.transforms import add_const
+    src = ("#define STORE(i, v) \\\n    y[i] = (v)\n"
+           "__global__ void k(float* x, float* y, float* unused) { STORE(threadIdx.x, x[threadIdx.x] * y[0]); }\n")
+    assert [t.edit for t in add_const(src, "k")] == ["const on x"]       # y: read here, written by STORE
+    assert [t.edit for t in add_const(src.replace(" y[0]", " 2.0f"), "k")] == ["const on x"]   # y, unused: not named
+
+
+def test_optimize_offers_the_hopper_template_only_on_a_hopper_gpu():
+    from pathlib import Path
+
+    from optiml.app.optimize import make_proposer
+    from optiml.spec.load import load_spec
+    kernel = Path(__file__).resolve().parents[1] / "bench" / "issue26" / "hgemm.cu"
+    src = kernel.read_text()
+    spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
+    offered = {arch: [t.edit.split(" (")[0] for t in make_proposer("rules", None, None, 1.0, spec, source=src,
+                                                                    templates=True, arch=arch).templates[1]]
+               for arch in ("sm_90", "sm_80")}
+    assert offered["sm_90"][0] == "template gemm_f16_wgmma" and "template gemm_f16_wgmma" not in offered["sm_80"]
+    assert "template gemm_f16_mma" in offered["sm_80"]

@@ -253,9 +253,14 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     from ..edits.hygiene import IncludeGuard
 
     # a proposal may not include what the seed does not (nvcc echoes included files into its log)
-    prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec, source=source,
-                                      templates=config.get("templates", False), arch=arch), source,
-                        include_dirs=[kernel.resolve().parent])
+    try:
+        prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec, source=source,
+                                          templates=config.get("templates", False), arch=arch), source,
+                            include_dirs=[kernel.resolve().parent])
+    except BaseException:
+        if gpus is not None:             # a bad LLM setting, say: the cluster's client is not left open
+            gpus.close()
+        raise
     if gpus is None and (spec.flops is not None or spec.bytes is not None):   # speed of light: measured peaks
         ensure_calibrated(arch)
     prep = Preparer(spec, source, _builder(arch, gpus), include_dir=kernel.resolve().parent,

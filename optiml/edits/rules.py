@@ -46,7 +46,7 @@ FAILED_FAMILY = 0.4         # the prior's factor for each failure of the same ed
 GIVE_UP = 3                 # failures of one family on the path after which it is not proposed there again
 NO_GAIN = 1.02              # a flag tried above this node that gained less than this is not tried again below
 # edits whose worth hardly depends on the rest of the kernel: tried above with no gain, not tried below
-_CONTEXT_FREE = {"flag", "restrict", "const", "unroll", "launch_bounds"}
+_CONTEXT_FREE = {"flag", "restrict", "const", "unroll"}
 _TUNE_EDIT = re.compile(r"^(\w+) -?\d+ -> -?\d+$")
 _RUNTIME_FAILURES = {Category.WRONG, Category.CRASH}
 
@@ -78,8 +78,9 @@ def prior(t: Transform, node: NodeView) -> float | None:
     Learning from the path: each time an edit of the same family (:func:`family`) failed
     verification, faulted or timed out from this node or an ancestor, the prior is multiplied by
     :data:`FAILED_FAMILY`, and after :data:`GIVE_UP` such failures it is not proposed there at all;
-    an edit that failed to compile from an ancestor is not proposed again below it;
-    a flag (or ``__restrict__``, ``const``, an unroll pragma, launch bounds: :data:`_CONTEXT_FREE`)
+    an edit (other than a constant's value) that failed to compile from an ancestor is not proposed
+    again below it;
+    a flag (or the same ``__restrict__``, ``const`` or unroll pragma: :data:`_CONTEXT_FREE`)
     already tried above this node that gained less than :data:`NO_GAIN` is not proposed again below
     it; ``-use_fast_math`` is worth less on a memory-bound profile."""
     p = _prior(t, node)
@@ -87,14 +88,17 @@ def prior(t: Transform, node: NodeView) -> float | None:
         return None
     fam = family(t.edit)
     seen = [a for a in _seen(node) if family(a.edit) == fam]
+    # a flag by its family (its value aside); the others by their exact edit (another loop's pragma is not it)
     if t.kind in _CONTEXT_FREE and any(a in node.inherited and category(a.status) is Category.OK and
-                                       (a.speedup or 0.0) < NO_GAIN for a in seen):
+                                       (a.speedup or 0.0) < NO_GAIN and (t.kind == "flag" or a.edit == t.edit)
+                                       for a in seen):
         return None
     fails = sum(1 for a in seen if category(a.status) in _RUNTIME_FAILURES)
     if fails >= GIVE_UP:
         return None
-    if any(a.edit == t.edit and a.status == "compile_error" for a in node.inherited):
+    if t.kind not in ("tune", "knob") and any(a.edit == t.edit and a.status == "compile_error" for a in node.inherited):
         return None          # the same edit failed to compile above: below, the same text fails the same way
+                             # (a constant's new value may compile once other constants changed: not those)
     p *= FAILED_FAMILY ** fails
     if t.edit == "flag -use_fast_math" and _memory_bound(node.metrics or {}):
         p *= 0.3

@@ -258,15 +258,17 @@ def add_const(source: str, entry: str = "") -> list[Transform]:
     if fd is None:
         return []
     body = fn.child_by_field_name("body")
-    # a macro may write through a parameter out of the tree's sight (a template's OPTIML_C(m, n) y[...])
-    in_macros = " ".join(ln for ln in source.splitlines() if ln.lstrip().startswith("#define"))
+    # a macro may write through a parameter out of the tree's sight (a template's OPTIML_C(m, n) y[...]),
+    # its body continued over several lines
+    joined = re.sub(r"\\\s*\n", " ", source)
+    in_macros = " ".join(ln for ln in joined.splitlines() if ln.lstrip().startswith("#define"))
     edits, names = [], []
     for name, _ident, ptr, p in _params(fd):
         if ptr is None or _t(p).split()[0] == "const" or re.search(r"\bconst\b", _t(p).split("*")[0]):
             continue
         if re.search(rf"\b{re.escape(name)}\b", in_macros):
             continue
-        if _only_read(body, name):
+        if _only_read(body, name) and any(n.type == "identifier" and _t(n) == name for n in _walk(body)):
             edits.append((p.start_byte, p.start_byte, "const "))
             names.append(name)
     if not edits:
