@@ -205,3 +205,14 @@ def test_a_constant_whose_value_failed_to_compile_above_may_compile_below():
         node("transpose_naive", inherited=(Attempt(tune, "compile_error", "static assertion failed"),)), 100,
         random.Random(0))}
     assert tune in below
+
+
+def test_launch_bounds_without_gain_above_come_back_only_where_registers_limit_occupancy():
+    lb = "__launch_bounds__(BLOCK * BLOCK)"
+    tried = (Attempt(lb, "ok", speedup=1.0),)
+    plain = {p.edit for p in RulesProposer().propose(
+        node("sgemm_naive", resources={"registers": 80}, inherited=tried), 50, random.Random(0))}
+    limited = {p.edit for p in RulesProposer().propose(node(
+        "sgemm_naive", resources={"registers": 80}, metrics={"occupancy_limiters": "registers"}, inherited=tried),
+        50, random.Random(0))}
+    assert lb not in plain and lb in limited

@@ -80,7 +80,8 @@ def prior(t: Transform, node: NodeView) -> float | None:
     :data:`FAILED_FAMILY`, and after :data:`GIVE_UP` such failures it is not proposed there at all;
     an edit (other than a constant's value) that failed to compile from an ancestor is not proposed
     again below it;
-    a flag (or the same ``__restrict__``, ``const`` or unroll pragma: :data:`_CONTEXT_FREE`)
+    a flag (or the same ``__restrict__``, ``const`` or unroll pragma: :data:`_CONTEXT_FREE`; launch
+    bounds, unless registers limit the node's occupancy)
     already tried above this node that gained less than :data:`NO_GAIN` is not proposed again below
     it; ``-use_fast_math`` is worth less on a memory-bound profile."""
     p = _prior(t, node)
@@ -89,7 +90,10 @@ def prior(t: Transform, node: NodeView) -> float | None:
     fam = family(t.edit)
     seen = [a for a in _seen(node) if family(a.edit) == fam]
     # a flag by its family (its value aside); the others by their exact edit (another loop's pragma is not it)
-    if t.kind in _CONTEXT_FREE and any(a in node.inherited and category(a.status) is Category.OK and
+    # launch bounds too, unless registers limit this node's occupancy (tuning changed what they are worth)
+    context_free = t.kind in _CONTEXT_FREE or (t.kind == "launch_bounds" and
+                                               "registers" not in _limiters(node.metrics or {}))
+    if context_free and any(a in node.inherited and category(a.status) is Category.OK and
                                        (a.speedup or 0.0) < NO_GAIN and (t.kind == "flag" or a.edit == t.edit)
                                        for a in seen):
         return None
