@@ -257,3 +257,8 @@ def test_a_best_that_names_its_own_architecture_is_written_with_that_one_only(tm
             store.finish_node(n, {"status": "ok", "median_ms": ms, "build": {"arch": "sm_90"}})
     r = CliRunner().invoke(cli, ["best", str(run), "--print-flags", "--db", str(path)])
     assert r.exit_code == 0 and r.output.strip() == "-O3 -arch=sm_90a", r.output
+    with TraceStore(path) as store:                   # the two-word form too
+        two = store.add_node(run, root, "__global__ void k() {   }\n", flags={"extra": ["-arch", "sm_90a"]}, edit="t2")
+        store.finish_node(two, {"status": "ok", "median_ms": 0.5, "build": {"arch": "sm_90"}})
+    r = CliRunner().invoke(cli, ["best", str(run), "--print-flags", "--db", str(path)])
+    assert r.exit_code == 0 and r.output.strip() == "-O3 -arch sm_90a", r.output
