@@ -114,6 +114,27 @@ def test_a_linear_layer_with_bias_and_relu_is_a_gemm_with_its_epilogue():
      ("mk", "nk"), "tanhf(acc)"),
     (MATMUL.replace("A[(size_t)r * K + i] * B[(size_t)i * N + c]", "A[K * r + i] * B[c + N * i]"), MATMUL_SPEC,
      ("mk", "kn"), "acc"),
+    # a GELU (erf form) epilogue
+    (MATMUL.replace("= acc;", "= 0.5f * acc * (1.0f + erff(acc * 0.70710678f));"), MATMUL_SPEC, ("mk", "kn"),
+     "0.5f * acc * (1.0f + erff(acc * 0.70710678f))"),
+    # a scale and a per-row bias, the loop variable a size_t counted with ++
+    (MATMUL.replace("for (int i = 0; i < K; i++)", "for (size_t i = 0; i < K; ++i)")
+     .replace("= acc;", "= acc * scale + rb[r];").replace("int K)", "int K, float scale, const float* rb)"),
+     spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("rb", "input", ("M",)),
+             arg("C", "output", ("M", "N"))), ("mk", "kn"), "acc * scale + rb[m]"),
+    # both operands stored transposed (A as K x M, B as N x K), a max() epilogue
+    (MATMUL.replace("A[(size_t)r * K + i] * B[(size_t)i * N + c]", "A[(size_t)i * M + r] * B[(size_t)c * K + i]")
+     .replace("= acc;", "= max(acc, 0.0f);"),
+     spec_of(arg("A", "input", ("K", "M")), arg("B", "input", ("N", "K")), arg("C", "output", ("M", "N"))),
+     ("km", "nk"), "max(acc, 0.0f)"),
+    # the accumulator named otherwise, the product's factors swapped in each index
+    (MATMUL.replace("acc", "dot").replace("A[(size_t)r * K + i] * B[(size_t)i * N + c]", "A[i + r * K] * B[c + i * N]"),
+     MATMUL_SPEC, ("mk", "kn"), "acc"),
+    # fp32 accumulation of (float) casts of fp16 elements
+    (MATMUL.replace("const float *A, const float *B", "const __half *A, const __half *B")
+     .replace("A[(size_t)r * K + i] * B[(size_t)i * N + c]", "(float)A[(size_t)r * K + i] * (float)B[(size_t)i * N + c]"),
+     spec_of(arg("A", "input", ("M", "K"), "float16"), arg("B", "input", ("K", "N"), "float16"),
+             arg("C", "output", ("M", "N"))), ("mk", "kn"), "acc"),
 ])
 def test_gemms_of_each_layout_and_epilogue_are_recognised(source, spec, layouts, epilogue):
     g, why = recognize_gemm(source, "mm", spec)
@@ -132,6 +153,29 @@ def test_gemms_of_each_layout_and_epilogue_are_recognised(source, spec, layouts,
                      arg("C", "output", ("M", "N"), "int32")), "templates take fp32, fp16 or bf16"),
     (MATMUL, spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("N", "K")), arg("C", "output", ("M", "N"))),
      "do not index"),
+    # the output stored transposed (column-major C)
+    (MATMUL.replace("C[(size_t)r * N + c] = acc;", "C[(size_t)c * M + r] = acc;"), MATMUL_SPEC, "is not row * N + col"),
+    # a batched GEMM: 3-D operands
+    (MATMUL, spec_of(arg("A", "input", ("B_", "M", "K")), arg("B", "input", ("B_", "K", "N")),
+                     arg("C", "output", ("B_", "M", "N")), sizes=("M", "N", "K", "B_")), "not 2-D"),
+    # a matrix-vector product: the output is 1-D
+    ("""__global__ void mm(const float* A, const float* x, float* y, int M, int K) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float acc = 0.f;
+    for (int i = 0; i < K; i++) acc += A[r * K + i] * x[i];
+    y[r] = acc;
+}
+""", spec_of(arg("A", "input", ("M", "K")), arg("x", "input", ("K",)), arg("y", "output", ("M",)), sizes=("M", "K")),
+     "not row * N + col"),
+    # a sum of squares into the output: one array twice, not A x B
+    ("""__global__ void mm(const float* A, float* C, int M, int N, int K) {
+    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.f;
+    for (int i = 0; i < K; i++) acc += A[r * K + i] * A[r * K + i];
+    C[r * N + c] = acc;
+}
+""", spec_of(arg("A", "input", ("M", "K")), arg("C", "output", ("M", "N"))), "multiplies A by itself"),
 ])
 def test_what_is_not_a_gemm_of_the_spec_is_not_recognised(source, spec, reason):
     g, why = recognize_gemm(source, "mm", spec)

@@ -211,6 +211,8 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     if mac is None:
         return None, None
     _, acc, (x, ex, y, ey), loop = mac
+    if x == y:
+        return None, f"not a GEMM: the product multiplies {x} by itself"
     tiled = x in shared or y in shared
     if tiled:               # a tiled kernel: its operands are the arrays its shared tiles are loaded from
         x, y = _loaded_from(body, x, pointers, shared), _loaded_from(body, y, pointers, shared)
