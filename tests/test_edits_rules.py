@@ -216,3 +216,11 @@ def test_launch_bounds_without_gain_above_come_back_only_where_registers_limit_o
         "sgemm_naive", resources={"registers": 80}, metrics={"occupancy_limiters": "registers"}, inherited=tried),
         50, random.Random(0))}
     assert lb not in plain and lb in limited
+
+
+def test_register_caps_go_down_to_half_the_registers_only():
+    from optiml.edits.transforms import flag_variants
+    caps = lambda regs: sorted(t.edit for t in flag_variants("__global__ void k() {}", (), regs))   # noqa: E731
+    assert caps(255) == ["flag -maxrregcount=128"]
+    assert caps(80) == ["flag -maxrregcount=64"]
+    assert caps(100) == ["flag -maxrregcount=64"] and caps(40) == ["flag -maxrregcount=32"]
