@@ -73,9 +73,9 @@ def _build(args) -> None:
 
 
 def _eval(expr: str, p: dict) -> int:
-    for k, v in p.items():
-        expr = re.sub(rf"\b{k}\b", str(v), expr)
-    return int(eval(expr, {"__builtins__": {}}))   # the templates' own launch expressions of integers
+    from optiml.expr import evaluate_int
+
+    return evaluate_int(expr, p, where="a template's launch")   # as optiml evaluates the launch line
 
 
 def _time(args) -> None:

@@ -459,8 +459,10 @@ class NvccBuilder:
                                      f"set OPTIML_CACHE_DIR to a writable folder.") from None
         cubin = d / "kernel.cubin"
         # a candidate that names its own architecture (a template for sm_90a) is built for that one only
-        own = any(f.startswith(("-arch", "--gpu-architecture", "-gencode", "--generate-code")) for f in flags)
-        cmd = [nvcc_path(), "-cubin", *([] if own else [f"-arch={self.arch}"]), "-Xptxas", "-v", *flags]
+        from .gpus import flags_name_arch
+
+        cmd = [nvcc_path(), "-cubin", *([] if flags_name_arch(flags) else [f"-arch={self.arch}"]), "-Xptxas", "-v",
+               *flags]
         if include_dir is not None:
             cmd += ["-I", str(include_dir)]
         cmd += ["-o", str(cubin), src.name]

@@ -48,6 +48,12 @@ def compute_capability() -> str | None:
     return None
 
 
+def flags_name_arch(flags) -> bool:
+    """Whether nvcc ``flags`` name the GPU architecture themselves (a template for sm_90a carries
+    ``-arch=sm_90a``): then they, not the GPU's own, say what the code was built for."""
+    return any(f.startswith(("-arch", "--gpu-architecture", "-gencode", "--generate-code")) for f in flags)
+
+
 def visible_gpus() -> list[tuple[int, str]]:
     """(index, name) of every GPU nvidia-smi lists (CUDA_VISIBLE_DEVICES renumbers them from 0)."""
     out = smi("--query-gpu=index,name", "--format=csv,noheader")

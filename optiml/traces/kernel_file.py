@@ -7,6 +7,7 @@ import tomllib
 from datetime import datetime, timezone
 
 from .. import __version__
+from ..gpus import flags_name_arch
 
 DEFAULT_SPEC_FLAGS = ("-O3",)
 
@@ -27,7 +28,7 @@ def node_flags(store, run: dict, node_id: int) -> list[str]:
     e = store.evaluation(node_id) or {}
     arch = (e.get("build") or {}).get("arch")
     extra = list((node.flags or {}).get("extra") or ())
-    if any(f.startswith(("-arch", "--gpu-architecture", "-gencode", "--generate-code")) for f in extra):
+    if flags_name_arch(extra):
         arch = None              # the candidate names its own (a template for sm_90a, say): nvcc takes the last
     return ([f"-arch={arch}"] if arch else []) + list(spec_flags(run.get("spec_toml"))) + extra
 

@@ -32,9 +32,9 @@ class GemmTemplate:
     space: dict
     what: str
     hint: float
+    threads: str                                          # the launch's threads a block
     tile_n: str = "OPTIML_BN"
     tile_m: str = "OPTIML_BM"
-    threads: str = "(OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"
     restrictions: tuple = ()
     shared_mem: str = "0"                                 # the launch's dynamic shared memory (bytes)
     flags: tuple = ()                                     # nvcc flags the candidate carries
