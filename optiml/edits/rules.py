@@ -79,23 +79,21 @@ def prior(t: Transform, node: NodeView) -> float | None:
     verification, faulted or timed out from this node or an ancestor, the prior is multiplied by
     :data:`FAILED_FAMILY`, and after :data:`GIVE_UP` such failures it is not proposed there at all;
     an edit (other than a constant's value) that failed to compile from an ancestor is not proposed
-    again below it;
-    a flag (or the same ``__restrict__``, ``const`` or unroll pragma: :data:`_CONTEXT_FREE`; launch
-    bounds, unless registers limit the node's occupancy)
-    already tried above this node that gained less than :data:`NO_GAIN` is not proposed again below
-    it; ``-use_fast_math`` is worth less on a memory-bound profile."""
+    again below it; a flag (or the same ``__restrict__``, ``const`` or unroll pragma:
+    :data:`_CONTEXT_FREE`; launch bounds, unless registers limit the node's occupancy) already tried
+    above this node that gained less than :data:`NO_GAIN` is not proposed again below it;
+    ``-use_fast_math`` is worth less on a memory-bound profile."""
     p = _prior(t, node)
     if p is None:
         return None
     fam = family(t.edit)
     seen = [a for a in _seen(node) if family(a.edit) == fam]
-    # a flag by its family (its value aside); the others by their exact edit (another loop's pragma is not it)
+    # a flag by its family (its value aside); the others by their exact edit (another loop's pragma is not it);
     # launch bounds too, unless registers limit this node's occupancy (tuning changed what they are worth)
     context_free = t.kind in _CONTEXT_FREE or (t.kind == "launch_bounds" and
                                                "registers" not in _limiters(node.metrics or {}))
     if context_free and any(a in node.inherited and category(a.status) is Category.OK and
-                                       (a.speedup or 0.0) < NO_GAIN and (t.kind == "flag" or a.edit == t.edit)
-                                       for a in seen):
+                            (a.speedup or 0.0) < NO_GAIN and (t.kind == "flag" or a.edit == t.edit) for a in seen):
         return None
     fails = sum(1 for a in seen if category(a.status) in _RUNTIME_FAILURES)
     if fails >= GIVE_UP:
@@ -232,6 +230,8 @@ class RulesProposer:
         made = self.candidates(node)
         refused = [c for c in made if c.refused]
         cands: list = [c for c in made if not c.refused] + self.space_moves(node)
+        moves = self._space_of(node)            # the space the moves above come from (once, not per move)
+        where = "declared tuning space" if self.space else "template's space"
         keys = [rng.random() for _ in cands]           # tie-breaks, reproducible from the seed
         prior_of = lambda c: c.prior if isinstance(c, Proposal) else c[2]
         ranked = sorted(zip(cands, keys), key=lambda ck: (-round(prior_of(ck[0]), 9), ck[1]))
@@ -239,8 +239,7 @@ class RulesProposer:
         for c, _ in ranked[:max(k, 0)]:
             if not isinstance(c, Proposal):
                 changes, edit, p = c
-                where = "declared tuning space" if self.space else "template's space"
-                c = Proposal(source=self._space_of(node).source(node, changes), flags=tuple(node.flags),
+                c = Proposal(source=moves.source(node, changes), flags=tuple(node.flags),
                              edit=edit, prior=p, proposer=self.name,
                              rationale=f"a move in the {where}, "
                                        "ranked by a model of every runtime the search has measured (near the fast ones, "

@@ -232,10 +232,12 @@ _WRITE_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
 
 
 def _only_read(body, name: str) -> bool:
-    """True when every use of ``name`` in ``body`` is a plain read ``name[...]`` (conservative)."""
+    """True when ``body`` uses ``name`` and every use is a plain read ``name[...]`` (conservative)."""
+    used = False
     for n in _walk(body):
         if n.type != "identifier" or _t(n) != name:
             continue
+        used = True
         sub = n.parent
         if sub is None or sub.type != "subscript_expression" or sub.child_by_field_name("argument") != n:
             return False        # pointer arithmetic, passed to a call, aliased, shadowed...: unsure
@@ -248,7 +250,7 @@ def _only_read(body, name: str) -> bool:
             return False
         if up.type == "update_expression" or (up.type == "pointer_expression" and _t(up).startswith("&")):
             return False
-    return True
+    return used
 
 
 def add_const(source: str, entry: str = "") -> list[Transform]:
@@ -268,7 +270,7 @@ def add_const(source: str, entry: str = "") -> list[Transform]:
             continue
         if re.search(rf"\b{re.escape(name)}\b", in_macros):
             continue
-        if _only_read(body, name) and any(n.type == "identifier" and _t(n) == name for n in _walk(body)):
+        if _only_read(body, name):
             edits.append((p.start_byte, p.start_byte, "const "))
             names.append(name)
     if not edits:
