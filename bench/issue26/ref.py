@@ -27,3 +27,35 @@ def hgemm_bt(A, B, C, M, N, K):          # B stored N x K (nn.Linear's weight)
 
 def hgemm_at(A, B, C, M, N, K):          # A stored K x M
     return (A.float().T @ B.float()).half()
+
+
+# issue 26's row-wise first kernels: float64 references and the torch.compile baselines a user would call
+_layernorm = torch.compile(lambda x, g, b, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], g, b, eps), dynamic=False)
+_logsoftmax = torch.compile(lambda x: torch.log_softmax(x, dim=1), dynamic=False)
+_rmsnorm_half = torch.compile(lambda x, w, eps: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+                                                 * w.float()).half(), dynamic=False)
+
+
+def layernorm(x, gamma, beta, y, rows, cols, eps):
+    return torch.nn.functional.layer_norm(x.double(), (cols,), gamma.double(), beta.double(), eps).float()
+
+
+def layernorm_compiled(x, gamma, beta, y, rows, cols, eps):
+    return _layernorm(x, gamma, beta, eps)
+
+
+def logsoftmax(logits, out, n_rows, n_cols):
+    return torch.log_softmax(logits.double(), dim=1).float()
+
+
+def logsoftmax_compiled(logits, out, n_rows, n_cols):
+    return _logsoftmax(logits)
+
+
+def rmsnorm_half(x, w, y, tokens, hidden, eps):
+    xd = x.double()
+    return (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * w.double()).half()
+
+
+def rmsnorm_half_compiled(x, w, y, tokens, hidden, eps):
+    return _rmsnorm_half(x, w, eps)

@@ -83,3 +83,34 @@ def test_the_tensor_core_templates_verify_for_the_other_operand_layouts(tmp_path
                    for t in ts for p in (t.points()[0], t.start, t.points()[-1])]
         bad = [(n, p, ev.status, ev.message) for n, p, f in futures if (ev := f.result()).status != "ok"]
     assert not bad, bad[:3]
+
+
+ROW_KERNELS = {   # first kernels whose row-wise program the row templates run (bench/issue25 and issue26)
+    "softmax_long": TASKS.parent / "issue25" / "softmax_long.cu",
+    "rmsnorm_strided": TASKS.parent / "issue25" / "rmsnorm_strided.cu",
+    "layernorm_rows": TASKS / "layernorm_rows.cu",
+    "logsoftmax_warp": TASKS / "logsoftmax_warp.cu",
+    "rmsnorm_half": TASKS / "rmsnorm_half.cu",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROW_KERNELS))
+def test_the_row_templates_verify_behind_each_row_wise_first_kernel(tmp_path, name):
+    """Every point of the template's default space behind the two issue-25 kernels (one of each
+    layout); the start point and the space's first and last points behind the others. The specs'
+    verify sizes include rows longer than any point's registers and sizes no vector divides."""
+    from optiml.edits.templates.rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
+    kernel = ROW_KERNELS[name]
+    src = kernel.read_text()
+    spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
+    op, why = recognize_rowwise(src, spec.entry, spec)
+    assert op is not None, why
+    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
+    points = t.points() if kernel.parent.name == "issue25" else [t.start_for(op), t.points()[0], t.points()[-1]]
+    prep = Preparer(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path / "c"), include_dir=kernel.parent)
+    with Runner(standard_stages(prep), (0,), harness_factory=lambda d: WorkerHarness(d, timeout_s=300),
+                build_workers=os.cpu_count(), workers_per_gpu=1) as runner:
+        futures = [runner.submit(Candidate(instantiate_rowwise(src, op, p, t.name), name="t.cu"), profile=False,
+                                 time_it=False) for p in points]
+        bad = [(p, ev.status, ev.message) for p, f in zip(points, futures) if (ev := f.result()).status != "ok"]
+    assert not bad, bad[:3]

@@ -130,9 +130,10 @@ _MARK = re.compile(r"^// the entry (\w+) as optiml's (\w+) template:", re.M)
 
 def template_space(source: str, entry: str) -> TuneSpace | None:
     """The default space of the template ``entry`` was instantiated from (its mark in ``source``), if it was."""
+    from .rowwise import ROW_TEMPLATES
     for m in _MARK.finditer(source):
         if m.group(1) == entry:
-            t = next((t for t in GEMM_TEMPLATES if t.name == m.group(2)), None)
+            t = next((t for t in GEMM_TEMPLATES + ROW_TEMPLATES if t.name == m.group(2)), None)
             return t.tune_space if t is not None else None
     return None
 
@@ -398,7 +399,8 @@ def template_transforms(source: str, entry: str, spec, arch: str | None = None) 
         return [], None
     g, why = recognize_gemm(source, entry, spec)
     if g is None:
-        return [], why
+        rows, why_rows = _rowwise_transforms(source, entry, spec)
+        return (rows, None) if rows else ([], why or why_rows)
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
@@ -411,3 +413,21 @@ def template_transforms(source: str, entry: str, spec, arch: str | None = None) 
                              f"tuned; verified like any edit.",
                              flags=t.flags, hint=t.hint))
     return out, None
+
+
+def _rowwise_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
+    """The row-wise template for a kernel that reduces one dimension and maps the elements with the
+    results (:mod:`.rowwise`), or ([], why not)."""
+    from .rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
+    op, why = recognize_rowwise(source, entry, spec)
+    if op is None:
+        return [], why
+    if "// optiml:launch" in source:
+        return [], "not templated: the kernel carries its own launch line"
+    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
+    start = t.start_for(op)
+    params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in start.items())
+    return [Transform("template", instantiate_rowwise(source, op, start, t.name), f"template {t.name} ({params})",
+                      f"the kernel computes a {op.describe()}; optiml's {t.name} template ({t.what}) runs the same "
+                      f"program behind the same signature, its {', '.join(n.removeprefix('OPTIML_') for n in start)} "
+                      f"then tuned; verified like any edit.", flags=t.flags, hint=t.hint)], None

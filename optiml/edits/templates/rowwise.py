@@ -1,0 +1,517 @@
+"""Row-wise operations (issue 26): softmax, log-softmax, RMSNorm, LayerNorm and whatever else reduces
+one dimension of an array and maps its elements with the results, recognised from the kernel as a
+*program* over one row and run by a tuned template behind the user's own entry signature.
+
+A row is the reduced dimension of an input X of shape [..., J, ...]; the output Y has X's shape.
+The program is the kernel's own code, in its order:
+
+- ``stmt``: a statement over scalars (``float m = -INFINITY;``, ``float r = rsqrtf(ss / n + eps);``);
+- ``reduce``: a loop over the row that accumulates into scalars (``s += E``, ``m = fmaxf(m, E)``,
+  ``fminf``, ``max``, ``min``), ``E`` any expression of the element, its index and earlier scalars;
+- ``map``: a loop over the row that stores ``Y[...] = E`` (the last step).
+
+What the kernel does to spread a row over threads and combine partial results (its indices, shared
+arrays, barriers, tree loops and shuffles) is dropped: the template does that part, its own way
+(:data:`ROW_TEMPLATES`), and reads a reduction's result where the kernel read its shared array's
+first element. Like every template it is a hypothesis, verified against the user's reference.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+
+from ...source import _walk
+from ...spec.space import TuneSpace
+from ..cutree import _entry_def, _params, _shared_arrays, _t, _tree
+
+_ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
+_INDEX = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim|warpSize)\b")
+_SYNC = re.compile(r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|atomic\w+|__threadfence\w*)\b")
+_OPS = {"fmaxf": "fmaxf", "fminf": "fminf", "max": "max", "min": "min", "fmax": "fmax", "fmin": "fmin"}
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str                      # stmt | reduce | map
+    body: str                      # C++ text: the statement, or the loop body over optiml_v / optiml_j
+    accs: tuple = ()               # reduce: ((name, op), ...); op "+" or a function name
+
+
+@dataclass(frozen=True)
+class RowOp:
+    """A row-wise kernel: X and Y, the kernel's expressions of the sizes (O rows before the reduced
+    dimension, J along it, I after it) and the spec's (for the launch), and the program."""
+    entry: str
+    x: str
+    y: str
+    x_type: str
+    y_type: str
+    o: str
+    j: str
+    i: str
+    o_size: str
+    j_size: str
+    i_size: str
+    steps: tuple
+    j_timing: int = 0
+    i_timing: int = 1
+    dim: int = 0
+
+    @property
+    def strided(self) -> bool:
+        return self.i != "1"
+
+    def describe(self) -> str:
+        n_red = sum(len(s.accs) for s in self.steps if s.kind == "reduce")
+        ops = sorted({("sum" if op == "+" else op) for s in self.steps if s.kind == "reduce" for _, op in s.accs})
+        where = f"dimension {self.dim} (size {self.j}, stride {self.i})" if self.strided else f"each row of {self.j}"
+        return (f"row-wise {self.x} -> {self.y} over {where}: {n_red} reduction{'s' * (n_red != 1)} "
+                f"({', '.join(ops)}) then an elementwise map")
+
+
+@dataclass(frozen=True)
+class RowTemplate:
+    name: str
+    strided: bool                  # for a reduced dimension with a stride (else a contiguous row)
+    space: dict
+    restrictions: tuple
+    what: str
+    hint: float
+    threads: str
+    grid: str                      # over {o}, {i} (spec size expressions)
+    flags: tuple = ()
+    archs: tuple = ()
+    start: dict = field(default_factory=dict)
+
+    @property
+    def tune_space(self) -> TuneSpace:
+        return TuneSpace(tuple((k, tuple(v)) for k, v in self.space.items()), tuple(self.restrictions))
+
+    def points(self) -> list[dict]:
+        sp = self.tune_space
+        return [p for p in sp.points() if sp.violated(p, [{}]) is None]
+
+    def start_for(self, op: RowOp) -> dict:
+        """A starting point for the timing size: the row cached in registers when it fits in 64
+        values a thread, wide loads where the size allows."""
+        if not self.strided:
+            j = max(op.j_timing, 1)
+            vec = 4 if j % 4 == 0 else (2 if j % 2 == 0 else 1)
+            threads = min(1024, max(32, 1 << math.ceil(math.log2(max(1, -(-j // (vec * 8)))))))
+            items = min(64 // vec, 1 << math.ceil(math.log2(max(1, -(-j // (threads * vec))))))
+            rows = max(1, min(8, 256 // threads))
+            return {"OPTIML_THREADS": threads, "OPTIML_ROWS": rows, "OPTIML_VEC": vec, "OPTIML_ITEMS": items}
+        i, j = max(op.i_timing, 1), max(op.j_timing, 1)
+        vec = 4 if i % 4 == 0 else (2 if i % 2 == 0 else 1)
+        fs = 1
+        while -(-j // fs) * vec > 64 and fs < 16:
+            fs *= 2
+        items = min(64 // vec, 1 << math.ceil(math.log2(max(1, -(-j // fs)))))
+        items = max(items, 4)
+        return {"OPTIML_THREADS": 256, "OPTIML_FS": fs, "OPTIML_VEC": vec, "OPTIML_ITEMS": items}
+
+
+ROW_TEMPLATES = (
+    RowTemplate("row_reduce", False,
+                {"OPTIML_THREADS": [32, 64, 128, 256, 512, 1024], "OPTIML_ROWS": [1, 2, 4, 8],
+                 "OPTIML_VEC": [1, 2, 4], "OPTIML_ITEMS": [1, 2, 4, 8, 16, 32]},
+                ("OPTIML_THREADS * OPTIML_ROWS >= 64 and OPTIML_THREADS * OPTIML_ROWS <= 1024",
+                 "OPTIML_VEC * OPTIML_ITEMS <= 64"),
+                "THREADS threads a row (a warp or a block; ROWS rows a block), the row read once into registers "
+                "(ITEMS vectors of VEC elements a thread) when it fits, each reduction by warp shuffles and "
+                "one shared-memory step, the output written with the same vectors", 1.2,
+                threads="OPTIML_THREADS * OPTIML_ROWS", grid="cdiv({o}, OPTIML_ROWS)"),
+    RowTemplate("col_reduce", True,
+                {"OPTIML_THREADS": [128, 256, 512], "OPTIML_FS": [1, 2, 4, 8, 16], "OPTIML_VEC": [1, 2, 4],
+                 "OPTIML_ITEMS": [4, 8, 16, 32, 64]},
+                ("OPTIML_THREADS / OPTIML_FS >= 32", "OPTIML_VEC * OPTIML_ITEMS <= 64"),
+                "each thread VEC neighbouring columns read as one vector, the reduced dimension split over FS "
+                "threads, its values kept in registers (ITEMS a thread) when they fit, partial results "
+                "combined through shared memory", 1.2,
+                threads="OPTIML_THREADS", grid="cdiv({i}, (OPTIML_THREADS / OPTIML_FS) * OPTIML_VEC) * ({o})"),
+)
+
+
+class _Refuse(Exception):
+    pass
+
+
+def _product(sizes: list[str]) -> str:
+    return " * ".join(f"({s})" for s in sizes) if sizes else "1"
+
+
+def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str | None]:
+    """The row-wise program behind ``entry`` (see the module), or (None, why not); ``why`` is None
+    where nothing looked row-wise at all."""
+    root = _tree(source)
+    fn, fdecl = _entry_def(root, entry)
+    if fn is None or spec is None:
+        return None, None
+    params = {name for name, *_ in _params(fdecl)}
+    pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
+    args = {a.name: a for a in spec.args}
+    outs = [a for a in spec.args if a.role == "output" and len(a.shape) >= 2]
+    if len(outs) != 1:
+        return None, None
+    y = outs[0]
+    xs = [a for a in spec.args if a.role == "input" and [str(s) for s in a.shape] == [str(s) for s in y.shape]]
+    if len(xs) != 1 or y.name not in pointers or xs[0].name not in pointers:
+        return None, None
+    x = xs[0]
+    scalar_of = {str(a.value): a.name for a in spec.args if a.role == "scalar"}
+    shape = [str(s) for s in x.shape]
+    body = fn.child_by_field_name("body")
+    # the loops over the reduced dimension: `v < BOUND` with BOUND the kernel's argument for one of X's sizes
+    dims = {}
+    for n in _walk(body):
+        if n.type == "for_statement":
+            b = _bound(n)
+            if b is not None and b[1] in params:
+                for d, s in enumerate(shape):
+                    if scalar_of.get(s) == b[1]:
+                        dims.setdefault(d, []).append(n)
+    if not dims:
+        return None, None
+    inner = {d: [n for n in ls if not any(m is not n and m in ls2 for ls2 in dims.values() for m in _walk(n))]
+             for d, ls in dims.items()}
+    dims = {d: ls for d, ls in dims.items() if ls and inner[d] == ls}   # loops over rows around the row's loops: containers
+    if not dims:
+        return None, None
+    if len(dims) > 1:
+        return None, "not row-wise: loops run over more than one of X's dimensions"
+    dim, loops = next(iter(dims.items()))
+    def kernel_size(s):
+        if re.fullmatch(r"\d+", s):
+            return s
+        if s in scalar_of:
+            return scalar_of[s]
+        raise _Refuse(f"not templated: the size {s} is not a kernel argument")
+    try:
+        o = _product([kernel_size(s) for s in shape[:dim]])
+        i = _product([kernel_size(s) for s in shape[dim + 1:]])
+        steps = _Program(fn, set(loops), x.name, y.name, pointers, params, _shared_arrays(fn)).run(body)
+    except _Refuse as e:
+        return None, str(e)
+    if x.dtype not in _ELEMENT or y.dtype not in _ELEMENT:
+        return None, f"not templated: {x.dtype} into {y.dtype}"
+    timing = getattr(spec, "timing_sizes", {}) or {}
+    from ...expr import evaluate
+    def tval(sizes):
+        try:
+            return int(evaluate(_product(sizes), dict(timing)))
+        except Exception:
+            return 0
+    return RowOp(entry=entry, x=x.name, y=y.name, x_type=_ELEMENT[x.dtype], y_type=_ELEMENT[y.dtype],
+                 o=o, j=kernel_size(shape[dim]), i=i, o_size=_product(shape[:dim]), j_size=shape[dim],
+                 i_size=_product(shape[dim + 1:]), steps=tuple(steps), j_timing=tval([shape[dim]]),
+                 i_timing=tval(shape[dim + 1:]) if dim + 1 < len(shape) else 1, dim=dim), None
+
+
+def _bound(loop):
+    """(variable, bound) of a ``for (...; v < BOUND; ...)`` loop, else None."""
+    cond = loop.child_by_field_name("condition")
+    if cond is None:
+        return None
+    m = re.fullmatch(r"\s*(\w+)\s*<\s*\(?\s*(\w+)\s*\)?\s*", _t(cond))
+    return (m.group(1), m.group(2)) if m else None
+
+
+class _Program:
+    """Walks the kernel body in order and collects the steps (see the module)."""
+
+    def __init__(self, fn, loops, x, y, pointers, params, shared):
+        self.loops, self.x, self.y, self.pointers, self.params = loops, x, y, pointers, params
+        self.shared = set(shared)
+        self.xs, self.ys = {x}, {y}           # X and Y, and local pointers into them
+        self.dropped: set[str] = set()         # names of the kernel's own indexing, gone in the template
+        self.accs: dict[str, str] = {}         # reduced scalar -> its op
+        self.last: list[str] = []              # the last reduction's scalars
+        self.shared_of: dict[str, str] = {}    # shared array -> the scalar stored into it
+        self.steps: list[Step] = []
+        self.scalars: set[str] = set()
+
+    def run(self, body) -> list[Step]:
+        self.block(body)
+        kinds = [s.kind for s in self.steps]
+        if "map" not in kinds:
+            raise _Refuse("not row-wise: no loop over the row stores the output")
+        if kinds.count("map") > 1 or "reduce" in kinds[kinds.index("map"):]:
+            raise _Refuse("not templated: the output is written by more than one loop, or a reduction follows it")
+        while self.steps and self.steps[-1].kind == "stmt":
+            self.steps.pop()
+        return self.steps
+
+    # -- statements
+    def block(self, node):
+        for c in node.named_children:
+            self.statement(c)
+
+    def statement(self, s):
+        t = _t(s)
+        if s.type == "comment":
+            return
+        if s.type == "compound_statement":
+            return self.block(s)
+        if s.type == "for_statement" and s in self.loops:
+            return self.row_loop(s)
+        if self._machinery(s):
+            return self._note_shared(s)
+        if s.type == "for_statement" or s.type == "while_statement":
+            if any(n in self.loops for n in _walk(s)):       # a loop over rows around the row's code
+                init = s.child_by_field_name("initializer")
+                if init is not None:
+                    self.dropped |= _declared(init)
+                return self.statement(s.child_by_field_name("body"))
+            raise _Refuse(f"not templated: a loop optiml's row templates do not model: {_short(t)}")
+        if s.type == "if_statement":
+            cons = s.child_by_field_name("consequence")
+            if re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(cons).strip()) and s.child_by_field_name("alternative") is None:
+                return                                        # a guard of the kernel's own indexing
+            if any(n in self.loops for n in _walk(cons)) and s.child_by_field_name("alternative") is None:
+                return self.statement(cons)                  # `if (row < rows) { ... }`
+            raise _Refuse(f"not templated: a branch optiml's row templates do not model: {_short(t)}")
+        if s.type == "return_statement":
+            return
+        if s.type in ("declaration", "expression_statement"):
+            return self.scalar(s)
+        raise _Refuse(f"not templated: a statement optiml's row templates do not model: {_short(t)}")
+
+    def _machinery(self, s) -> bool:
+        """Barriers, shuffles, shared-memory stores and loops made only of those: how the kernel
+        combines partial results, which the template does its own way."""
+        t = _t(s)
+        if s.type == "declaration" and "__shared__" in t:
+            return True
+        if _SYNC.search(t) and not any(n in self.loops for n in _walk(s)):
+            if s.type in ("for_statement", "if_statement", "expression_statement", "compound_statement", "declaration"):
+                return True
+        if s.type == "expression_statement":
+            e = s.named_children[0] if s.named_children else None
+            if e is not None and e.type == "assignment_expression":
+                left = e.child_by_field_name("left")
+                base = left
+                while base.type == "subscript_expression":
+                    base = base.child_by_field_name("argument")
+                if _t(base) in self.shared:
+                    return True
+                if _reads_shared_varying(e.child_by_field_name("right"), self.shared):
+                    return True
+        if s.type in ("for_statement", "if_statement", "compound_statement", "while_statement"):
+            inner = [c for c in s.named_children if c.type in ("compound_statement", "expression_statement", "if_statement", "for_statement")]
+            if s.type == "compound_statement":
+                inner = [c for c in s.named_children if c.type != "comment"]
+            if s.type == "if_statement":
+                if s.child_by_field_name("alternative") is not None:
+                    return False
+                inner = [s.child_by_field_name("consequence")]
+            if s.type in ("for_statement", "while_statement"):
+                inner = [s.child_by_field_name("body")]
+            if inner and all(c is not None and self._machinery(c) for c in inner) and \
+                    not any(n in self.loops for n in _walk(s)):
+                return True
+        return False
+
+    def _note_shared(self, s):
+        """``sh[t] = acc``: the shared array ``sh`` holds the partial results of ``acc``."""
+        for n in _walk(s):
+            if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "=":
+                left, right = n.child_by_field_name("left"), _t(n.child_by_field_name("right")).strip()
+                base = left
+                while base.type == "subscript_expression":
+                    base = base.child_by_field_name("argument")
+                if _t(base) in self.shared and right in self.accs:
+                    self.shared_of[_t(base)] = right
+
+    def scalar(self, s):
+        t = _t(s)
+        names = set(_identifiers(s))
+        declared = _declared(s) if s.type == "declaration" else set()
+        is_ptr = s.type == "declaration" and any(n.type == "pointer_declarator" for n in _walk(s))
+        if is_ptr and names & (self.xs | self.ys):
+            (self.xs if names & self.xs else self.ys).update(declared)
+            return
+        if names & (self.xs | self.ys) and not is_ptr:
+            raise _Refuse(f"not templated: {_short(t)} reads the row outside a loop over it")
+        if _INDEX.search(t) or is_ptr or names & self.dropped or (declared and not _is_value(s)):
+            self.dropped |= declared
+            return
+        text = self._reduced_reads(s)
+        self.scalars |= declared
+        self.steps.append(Step("stmt", text))
+
+    def _reduced_reads(self, node) -> str:
+        """``node``'s text with each read of a shared array's first element (the combined result of
+        the kernel's own reduction) replaced by the reduced scalar."""
+        edits = []
+        for n in _walk(node):
+            if n.type == "subscript_expression":
+                base = _t(n.child_by_field_name("argument"))
+                if base in self.shared:
+                    idx = _t(n.child_by_field_name("indices") or n).strip("[] ")
+                    if not re.fullmatch(r"0", idx):
+                        raise _Refuse(f"not templated: {_short(_t(node))} reads {base}[{idx}]")
+                    acc = self.shared_of.get(base) or (self.last[0] if len(self.last) == 1 else None)
+                    if acc is None:
+                        raise _Refuse(f"not templated: which reduction {base}[0] holds is not clear")
+                    edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, acc))
+        return _local_splice(_t(node), edits)
+
+    # -- loops over the row
+    def row_loop(self, loop):
+        var = _bound(loop)[0]
+        body = loop.child_by_field_name("body")
+        stores, accs = [], {}
+        for n in _walk(body):
+            if n.type == "assignment_expression":
+                left = n.child_by_field_name("left")
+                op = _t(n.child_by_field_name("operator"))
+                if left.type == "subscript_expression" and _base(left) in self.ys:
+                    if op != "=":
+                        raise _Refuse("not templated: the output is read back (" + _short(_t(n)) + ")")
+                    stores.append(n)
+                elif left.type == "identifier" and _t(left) in self.scalars | set(self.accs) and _t(left) != var:
+                    name = _t(left)
+                    r = _t(n.child_by_field_name("right"))
+                    if op == "+=":
+                        accs[name] = "+"
+                    elif op == "=":
+                        m = re.fullmatch(rf"\s*(\w+)\s*\((.*)\)\s*", r, re.S)
+                        if m and m.group(1) in _OPS and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", m.group(2)):
+                            accs[name] = m.group(1)
+                        elif re.match(rf"\s*{re.escape(name)}\s*\+", r):
+                            accs[name] = "+"
+                        else:
+                            raise _Refuse(f"not templated: {_short(_t(n))} is not an accumulation")
+                    else:
+                        raise _Refuse(f"not templated: {_short(_t(n))} is not an accumulation")
+        element = [n for n in _walk(body) if n.type == "subscript_expression" and _base(n) in self.xs | self.ys]
+        for n in _walk(body):
+            if n.type == "subscript_expression" and _base(n) in self.ys and not any(n.parent == s for s in stores):
+                raise _Refuse("not templated: the output is read back in a loop over the row")
+            if n.type == "identifier" and _t(n) in self.dropped and _t(n) != var and \
+                    not any(e.start_byte <= n.start_byte and n.end_byte <= e.end_byte for e in element):
+                raise _Refuse(f"not templated: the loop over the row uses {_t(n)}, the kernel's own index")
+            if n.type in ("for_statement", "while_statement", "return_statement", "break_statement"):
+                raise _Refuse("not templated: a loop over the row with its own control flow")
+        if not any(n.type == "subscript_expression" and _base(n) in self.xs for n in _walk(body)):
+            raise _Refuse("not templated: a loop over the row that does not read X")
+        if _SYNC.search(_t(body)):
+            raise _Refuse("not templated: a loop over the row with barriers or shuffles")
+        if stores and accs:
+            raise _Refuse("not templated: one loop both reduces and writes the output")
+        edits = []
+        for n in _walk(body):
+            if n.type == "subscript_expression" and _base(n) in self.xs:
+                edits.append((n.start_byte, n.end_byte, "optiml_v"))
+            elif n.type == "identifier" and _t(n) == var and not _inside(n, edits):
+                edits.append((n.start_byte, n.end_byte, "optiml_j"))
+            elif n.type == "identifier" and _t(n) in accs and not _inside(n, edits):
+                edits.append((n.start_byte, n.end_byte, f"optiml_p_{_t(n)}"))
+        for s in stores:
+            left = s.child_by_field_name("left")
+            edits = [e for e in edits if not (left.start_byte <= e[0] < left.end_byte)]
+            edits.append((left.start_byte, left.end_byte, "optiml_out"))
+        edits = [e for e in edits if not any(o is not e and o[0] <= e[0] and e[1] <= o[1] and o != e for o in edits)]
+        text = _local_splice(_t(body), [(a - body.start_byte, b - body.start_byte, r) for a, b, r in edits])
+        text = text.strip()
+        if text.startswith("{") and text.endswith("}"):
+            text = text[1:-1].strip()
+        if not text.endswith(";") and not text.endswith("}"):
+            text += ";"
+        if stores:
+            self.steps.append(Step("map", text))
+        else:
+            if not accs:
+                raise _Refuse("not templated: a loop over the row that neither reduces nor writes")
+            self.accs.update(accs)
+            self.last = list(accs)
+            self.steps.append(Step("reduce", text, tuple(sorted(accs.items()))))
+
+
+def _base(sub) -> str:
+    while sub.type == "subscript_expression":
+        sub = sub.child_by_field_name("argument")
+    return _t(sub)
+
+
+def _inside(n, edits) -> bool:
+    return any(a <= n.start_byte and n.end_byte <= b for a, b, _ in edits)
+
+
+def _identifiers(node) -> list[str]:
+    return [_t(n) for n in _walk(node) if n.type == "identifier"]
+
+
+def _declared(node) -> set[str]:
+    out = set()
+    for n in _walk(node):
+        if n.type == "init_declarator":
+            d = n.child_by_field_name("declarator")
+            while d is not None and d.type != "identifier":
+                d = d.child_by_field_name("declarator")
+            if d is not None:
+                out.add(_t(d))
+        elif n.type == "identifier" and n.parent is not None and n.parent.type == "declaration" and \
+                n.parent.child_by_field_name("declarator") == n:
+            out.add(_t(n))
+    return out
+
+
+def _is_value(decl) -> bool:
+    """A declaration of floating-point or integer scalars (not arrays, pointers or references)."""
+    t = decl.child_by_field_name("type")
+    return t is not None and not any(n.type in ("array_declarator", "pointer_declarator", "reference_declarator")
+                                     for n in _walk(decl))
+
+
+def _reads_shared_varying(node, shared) -> bool:
+    if node is None:
+        return False
+    for n in _walk(node):
+        if n.type == "subscript_expression" and _base(n) in shared:
+            idx = _t(n.child_by_field_name("indices") or n).strip("[] ")
+            if idx != "0":
+                return True
+    return False
+
+
+def _local_splice(text: str, edits) -> str:
+    data = text.encode("utf-8")
+    for a, b, r in sorted(edits, reverse=True):
+        data = data[:a] + r.encode("utf-8") + data[b:]
+    return data.decode("utf-8")
+
+
+def _short(t: str) -> str:
+    t = re.sub(r"\s+", " ", t).strip()
+    return t if len(t) <= 60 else t[:57] + "..."
+
+
+def instantiate_rowwise(source: str, op: RowOp, values: dict | None = None, template: str | None = None) -> str:
+    """``source`` with its entry replaced by the row template (``template``, else the one for the
+    op's layout) behind the same signature, its constants ``values`` (else the start for the timing
+    size) and its launch line."""
+    import jinja2
+    t = next(x for x in ROW_TEMPLATES if (x.name == template if template else x.strided == op.strided))
+    root = _tree(source)
+    fn, fdecl = _entry_def(root, op.entry)
+    vals = dict(t.start_for(op), **(values or {}))
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: resources.files(__package__).joinpath(name).read_text()),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                             lstrip_blocks=True)
+    text = env.get_template(f"{t.name}.cu.j2").render(
+        op=op, steps=op.steps, values=vals, signature=f"{op.entry}{_t(fdecl.child_by_field_name('parameters'))}",
+        combine=_combine, same_type=op.x_type == op.y_type)
+    launch = (f'// optiml:launch {{grid = ["{t.grid.format(o=op.o_size, i=op.i_size)}"], '
+              f'block = ["{t.threads}"], shared_mem = "0"}}')
+    head = f"// the entry {op.entry} as optiml's {t.name} template: {op.describe()}\n{launch}\n"
+    includes = "".join(ln + "\n" for ln in text.splitlines() if ln.startswith("#include") and ln not in source)
+    text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#include")) + "\n"
+    data = source.encode("utf-8")
+    return data[:fn.start_byte].decode("utf-8") + includes + head + text + data[fn.end_byte:].decode("utf-8")
+
+
+def _combine(op: str, a: str, b: str) -> str:
+    return f"({a}) + ({b})" if op == "+" else f"{op}({a}, {b})"

@@ -1,0 +1,282 @@
+"""Issue 26's row-wise templates: a kernel that reduces one dimension of X and maps its elements with
+the results is read as a program (statements, reductions, one map), whatever way it spreads a row
+over threads; kernels that are something else are not, or are refused with the reason; the
+templates compile behind the user's signature at points covering their spaces (nvcc here)."""
+import re
+from pathlib import Path
+
+import pytest
+
+from optiml.edits.templates import template_space, template_transforms
+from optiml.edits.templates.rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
+from optiml.source import parse_source
+from tests.test_edits_templates import LINEAR, LINEAR_SPEC, NVCC, arg, build_all, spec_of
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+ROWS = spec_of(arg("x", "input", ("rows", "cols")), arg("y", "output", ("rows", "cols")), sizes=("rows", "cols"))
+ROWS_W = spec_of(arg("x", "input", ("rows", "cols")), arg("w", "input", ("cols",)), arg("y", "output", ("rows", "cols")),
+                 sizes=("rows", "cols"))
+CHANNELS = spec_of(arg("x", "input", ("n", "c", "hw"), "bfloat16"), arg("y", "output", ("n", "c", "hw"), "bfloat16"),
+                   sizes=("n", "c", "hw"))
+
+NAIVE_SOFTMAX = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) {
+        float m = -1e30f;
+        for (int j = 0; j < cols; ++j) m = max(m, x[(size_t)r * cols + j]);
+        float s = 0.f;
+        for (int j = 0; j < cols; ++j) s = s + expf(x[(size_t)r * cols + j] - m);
+        for (int j = 0; j < cols; ++j) y[(size_t)r * cols + j] = expf(x[(size_t)r * cols + j] - m) / s;
+    }
+}
+"""
+TWO_LEVEL = """
+__global__ void k(const float *x, const float *w, float *y, int rows, int cols) {
+    __shared__ float part[32];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float *yr = y + (size_t)blockIdx.x * cols;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    for (int o = 16; o; o >>= 1) ss += __shfl_down_sync(0xffffffffu, ss, o);
+    if (lane == 0) part[wid] = ss;
+    __syncthreads();
+    if (wid == 0) {
+        ss = lane < blockDim.x / 32 ? part[lane] : 0.0;
+        for (int o = 16; o; o >>= 1) ss += __shfl_down_sync(0xffffffffu, ss, o);
+        if (lane == 0) part[0] = ss;
+    }
+    __syncthreads();
+    float total = part[0];
+    float inv = rsqrtf(total / cols + 1e-6f);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
+}
+"""
+GRID_STRIDE_MIN = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    __shared__ float sh[256];
+    for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+        float lo = INFINITY;
+        for (int c = threadIdx.x; c < cols; c += 256) lo = fminf(lo, x[(size_t)row * cols + c]);
+        sh[threadIdx.x] = lo;
+        __syncthreads();
+        for (int s = 128; s > 0; s >>= 1) {
+            if (threadIdx.x < s) sh[threadIdx.x] = fminf(sh[threadIdx.x], sh[threadIdx.x + s]);
+            __syncthreads();
+        }
+        lo = sh[0];
+        __syncthreads();
+        for (int c = threadIdx.x; c < cols; c += 256) y[(size_t)row * cols + c] = x[(size_t)row * cols + c] - lo;
+    }
+}
+"""
+L2_CHANNELS = """
+#include <cuda_bf16.h>
+__global__ void k(const __nv_bfloat16 *x, __nv_bfloat16 *y, int n, int c, int hw) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)n * hw) return;
+    const __nv_bfloat16 *p = x + (t / hw) * c * hw + t % hw;
+    __nv_bfloat16 *q = y + (t / hw) * c * hw + t % hw;
+    float ss = 0.f, mx = 0.f;
+    for (int ch = 0; ch < c; ch++) {
+        float v = __bfloat162float(p[(size_t)ch * hw]);
+        ss += v * v;
+        mx = fmaxf(mx, fabsf(v));
+    }
+    float inv = 1.f / fmaxf(sqrtf(ss), 1e-12f);
+    for (int ch = 0; ch < c; ch++) q[(size_t)ch * hw] = __float2bfloat16(__bfloat162float(p[(size_t)ch * hw]) * inv);
+}
+"""
+CENTER = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x;
+    float acc = 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) { acc = acc + x[r * cols + j]; }
+    __shared__ float sh[128];
+    sh[threadIdx.x] = acc; __syncthreads();
+    for (int s = 64; s > 0; s /= 2) { if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s]; __syncthreads(); }
+    float mean = sh[0] / cols;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) { float d = x[r * cols + j] - mean; y[r * cols + j] = d; }
+}
+"""
+ONE_PASS_NORM = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    __shared__ float sq[256], sm[256];
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float s = 0.f, q = 0.f;
+    for (int i = threadIdx.x; i < cols; i += 256) { float v = xr[i]; s += v; q += v * v; }
+    sq[threadIdx.x] = q;
+    sm[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = 128; h > 0; h >>= 1) {
+        if (threadIdx.x < h) { sm[threadIdx.x] += sm[threadIdx.x + h]; sq[threadIdx.x] += sq[threadIdx.x + h]; }
+        __syncthreads();
+    }
+    float mean = sm[0] / cols;
+    float rstd = rsqrtf(sq[0] / cols - mean * mean + 1e-5f);
+    for (int i = threadIdx.x; i < cols; i += 256) y[(size_t)blockIdx.x * cols + i] = (xr[i] - mean) * rstd;
+}
+"""
+
+
+def bench(name):
+    from optiml.spec.load import load_spec
+    cu = next(BENCH.glob(f"issue2[56]/{name}.cu"))
+    src = cu.read_text()
+    return src, load_spec(cu.with_suffix(".toml"), cu, kernel_source=src)
+
+
+@pytest.mark.parametrize("name,strided,reductions", [
+    ("softmax_long", False, [("m", "fmaxf"), ("sum", "+")]),
+    ("rmsnorm_strided", True, [("ss", "+")]),
+    ("layernorm_rows", False, [("mean", "+"), ("var", "+")]),
+    ("logsoftmax_warp", False, [("mx", "fmaxf"), ("s", "+")]),
+    ("rmsnorm_half", False, [("acc", "+")]),
+])
+def test_the_bench_first_kernels_are_row_wise_programs(name, strided, reductions):
+    src, spec = bench(name)
+    op, why = recognize_rowwise(src, spec.entry, spec)
+    assert op is not None, why
+    assert op.strided == strided
+    assert [a for s in op.steps if s.kind == "reduce" for a in s.accs] == reductions
+    assert [s.kind for s in op.steps][-1] == "map"
+    assert op.j_timing == spec.timing_sizes[op.j_size]
+    assert "optiml_v" in op.steps[-1].body and "optiml_out" in op.steps[-1].body
+
+
+@pytest.mark.parametrize("source,spec,reductions,map_has", [
+    (NAIVE_SOFTMAX, ROWS, [("m", "max"), ("s", "+")], "expf(optiml_v - m) / s"),
+    (TWO_LEVEL, ROWS_W, [("ss", "+")], "optiml_v * inv * w[optiml_j]"),
+    (GRID_STRIDE_MIN, ROWS, [("lo", "fminf")], "optiml_v - lo"),
+    (L2_CHANNELS, CHANNELS, [("mx", "fmaxf"), ("ss", "+")], "__bfloat162float(optiml_v) * inv"),
+    (CENTER, ROWS, [("acc", "+")], "optiml_out = d"),
+])
+def test_row_wise_kernels_of_other_shapes_are_recognised(source, spec, reductions, map_has):
+    op, why = recognize_rowwise(source, "k", spec)
+    assert op is not None, why
+    assert [a for s in op.steps if s.kind == "reduce" for a in s.accs] == reductions
+    assert map_has in op.steps[-1].body
+
+
+def test_the_kernels_own_combining_is_replaced_by_the_reduced_scalar():
+    op, _ = recognize_rowwise(TWO_LEVEL, "k", ROWS_W)
+    stmts = [s.body for s in op.steps if s.kind == "stmt"]
+    assert "float total = ss;" in stmts                   # part[0] after the kernel's own tree
+    assert not any("__shfl" in s or "part" in s or "lane" in s for s in stmts)
+    op, _ = recognize_rowwise(CENTER, "k", ROWS)
+    assert "float mean = acc / cols;" in [s.body for s in op.steps]
+    op, why = recognize_rowwise(ONE_PASS_NORM, "k", ROWS)     # two sums in one loop, each through its own array
+    assert [s.accs for s in op.steps if s.kind == "reduce"] == [(("q", "+"), ("s", "+"))], why
+    stmts = [s.body for s in op.steps if s.kind == "stmt"]
+    assert "float mean = s / cols;" in stmts and "float rstd = rsqrtf(q / cols - mean * mean + 1e-5f);" in stmts
+
+
+READ_BACK = NAIVE_SOFTMAX.replace(
+    "for (int j = 0; j < cols; ++j) y[(size_t)r * cols + j] = expf(x[(size_t)r * cols + j] - m) / s;",
+    "for (int j = 0; j < cols; ++j) y[(size_t)r * cols + j] = expf(x[(size_t)r * cols + j] - m);\n"
+    "        for (int j = 0; j < cols; ++j) y[(size_t)r * cols + j] /= s;")
+ROW_BIAS = NAIVE_SOFTMAX.replace("/ s;", "/ s + (float)r;")
+CUMSUM = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float acc = 0.f;
+    for (int j = 0; j < cols; j++) { acc += x[r * cols + j]; y[r * cols + j] = acc; }
+}
+"""
+BREAKS = NAIVE_SOFTMAX.replace("m = max(m, x[(size_t)r * cols + j]);",
+                               "{ if (x[(size_t)r * cols + j] > 1e20f) break; m = max(m, x[(size_t)r * cols + j]); }")
+ELEMENTWISE = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * cols) y[i] = x[i] / (1.f + expf(-x[i]));
+}
+"""
+RESIDUAL_SPEC = spec_of(arg("x", "input", ("rows", "cols")), arg("w", "input", ("rows", "cols")),
+                        arg("y", "output", ("rows", "cols")), sizes=("rows", "cols"))
+ROW_SUMS_SPEC = spec_of(arg("x", "input", ("rows", "cols")), arg("y", "output", ("rows",)), sizes=("rows", "cols"))
+ROW_SUMS = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float s = 0.f;
+    for (int j = 0; j < cols; j++) s += x[r * cols + j];
+    y[r] = s;
+}
+"""
+LITERAL_BOUND = NAIVE_SOFTMAX.replace("j < cols", "j < 64")
+FIRST_OUTSIDE = NAIVE_SOFTMAX.replace("float m = -1e30f;", "float m = x[(size_t)r * cols];")
+STATS_OUT = GRID_STRIDE_MIN.replace("lo = sh[0];", "lo = sh[0];\n        if (threadIdx.x == 0) y[row] = lo;")
+
+
+@pytest.mark.parametrize("source,spec,reason", [
+    (ELEMENTWISE, ROWS, None),
+    (LINEAR, LINEAR_SPEC, None),
+    (READ_BACK, ROWS, "the output is read back"),
+    (ROW_BIAS, ROWS, "uses r, the kernel's own index"),
+    (CUMSUM, ROWS, "both reduces and writes"),
+    (BREAKS, ROWS, "its own control flow"),
+    (NAIVE_SOFTMAX, RESIDUAL_SPEC, None),
+    (ROW_SUMS, ROW_SUMS_SPEC, None),
+    (LITERAL_BOUND, ROWS, None),
+    (FIRST_OUTSIDE, ROWS, "reads the row outside a loop over it"),
+    (STATS_OUT, ROWS, "a branch"),
+])
+def test_what_is_not_a_row_wise_program_is_not_recognised(source, spec, reason):
+    op, why = recognize_rowwise(source, "k", spec)
+    assert op is None
+    assert (why is None) if reason is None else (why is not None and reason in why), why
+
+
+def test_the_instantiation_keeps_the_signature_and_carries_its_launch_and_mark():
+    src, spec = bench("rmsnorm_strided")
+    op, _ = recognize_rowwise(src, spec.entry, spec)
+    out = instantiate_rowwise(src, op)
+    sig = "rmsnorm_strided(const float *x, float *y, int batch, int features, int spatial, float eps)"
+    assert sig in re.sub(r"\s+", " ", out)
+    assert re.search(r'// optiml:launch \{grid = \["cdiv\(\(spatial\), .*\* \(\(batch\)\)"\]', out)
+    assert template_space(out, spec.entry) == next(t for t in ROW_TEMPLATES if t.name == "col_reduce").tune_space
+    assert parse_source(out).ok if hasattr(parse_source(out), "ok") else True
+
+
+def test_the_rules_offer_the_row_template_at_the_seed():
+    src, spec = bench("softmax_long")
+    made, why = template_transforms(src, spec.entry, spec)
+    assert why is None and [t.edit.split(" (")[0] for t in made] == ["template row_reduce"]
+    assert "THREADS 1024" in made[0].edit and "VEC 4" in made[0].edit      # 32768 long rows fit at 1024 x 4 x 8
+
+
+def test_a_start_point_keeps_the_timing_row_in_registers():
+    for name in ("softmax_long", "layernorm_rows", "logsoftmax_warp", "rmsnorm_half", "rmsnorm_strided"):
+        src, spec = bench(name)
+        op, _ = recognize_rowwise(src, spec.entry, spec)
+        t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
+        p = t.start_for(op)
+        assert t.tune_space.violated(p, [{}]) is None, (name, p)
+        per_thread = (p["OPTIML_THREADS"] if not op.strided else p["OPTIML_FS"]) * p["OPTIML_ITEMS"] * \
+            (p["OPTIML_VEC"] if not op.strided else 1)
+        assert per_thread >= op.j_timing, (name, p)
+
+
+def covering(t) -> list[dict]:
+    """Points of ``t``'s space that between them take every value of every name."""
+    pts, seen = [], set()
+    for p in t.points():
+        new = {(k, v) for k, v in p.items()} - seen
+        if new:
+            pts.append(p)
+            seen |= new
+    return pts
+
+
+@pytest.mark.parametrize("name", ["softmax_long", "rmsnorm_strided", "layernorm_rows", "logsoftmax_warp", "rmsnorm_half"])
+def test_points_covering_each_templates_space_compile_behind_the_first_kernels(tmp_path, name):
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    src, spec = bench(name)
+    op, _ = recognize_rowwise(src, spec.entry, spec)
+    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
+    pts = covering(t) + [t.start_for(op)]
+    assert len(pts) >= 5
+    assert build_all(tmp_path, [instantiate_rowwise(src, op, p, t.name) for p in pts], spec.entry) == []
