@@ -342,9 +342,12 @@ def test_no_templates_means_none_offered():
         spec = load_spec(Path(d) / "linear.toml", Path(d) / "linear.cu", kernel_source=LINEAR)
         on = make_proposer("rules", None, None, 1.0, spec, source=LINEAR, templates=True)
         off = make_proposer("rules", None, None, 1.0, spec, source=LINEAR, templates=False)
+        tf32 = make_proposer("rules", None, None, 1.0, spec, source=LINEAR, templates=True, tf32=True, arch="sm_90")
     view = NodeView(source=LINEAR, entry="linear_relu")
     assert any(p.edit.startswith("template") for p in on.candidates(view))
     assert not any(p.edit.startswith("template") for p in off.candidates(view))
+    assert not any("tf32" in p.edit for p in on.candidates(view))
+    assert any(p.edit.startswith("template gemm_tf32_mma") for p in tf32.candidates(view))
 
 
 def test_a_tiled_kernel_is_recognised_from_the_arrays_its_tiles_are_loaded_from():
@@ -472,3 +475,16 @@ def test_optimize_offers_the_hopper_template_only_on_a_hopper_gpu():
                for arch in ("sm_90", "sm_80")}
     assert offered["sm_90"][0] == "template gemm_f16_wgmma" and "template gemm_f16_wgmma" not in offered["sm_80"]
     assert "template gemm_f16_mma" in offered["sm_80"]
+
+
+def test_the_tf32_template_is_offered_only_to_a_user_who_opts_in():
+    off, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC, arch="sm_90")
+    on, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC, arch="sm_90", tf32=True)
+    old, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC, arch="sm_75", tf32=True)
+    names = lambda made: [t.edit.split(" (")[0] for t in made]
+    assert names(off) == ["template gemm_f32_warp"] == names(old)
+    assert names(on) == ["template gemm_f32_warp", "template gemm_tf32_mma"]
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in on[1].source
+    from click.testing import CliRunner
+    from optiml.cli import main
+    assert "--tf32" in CliRunner().invoke(main, ["optimize", "--help"]).output

@@ -52,6 +52,7 @@ class OptimizeOptions:
     sanitize: str | None = None            # compute-sanitizer: each new best ("best"), every verified ("all"),
                                            # "off"; None: "best", or a resumed run's own
     templates: bool = True                 # the rules may offer an operation template at the root
+    tf32: bool = False                     # ... and fp32 GEMMs the TF32 tensor-core one
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,11 @@ class Interrupted(Exception):
 
 
 def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, llm_timeout: float,
-                  spec=None, source: str | None = None, templates: bool = False, arch: str | None = None):
+                  spec=None, source: str | None = None, templates: bool = False, arch: str | None = None,
+                  tf32: bool = False):
     """The proposer by name; with a ``spec`` that declares ``[tune]``, the rules search its space;
     with ``templates`` (and the seed's ``source``), they may offer an operation template at the root
-    (those that run on ``arch``, when it is known)."""
+    (those that run on ``arch``, when it is known; the TF32 GEMM template with ``tf32``)."""
     from ..edits.rules import RulesProposer
 
     rules = {}                                      # what the rules know of the spec
@@ -141,7 +143,7 @@ def make_proposer(kind: str, llm_model: str | None, llm_base_url: str | None, ll
     if templates and spec is not None and source is not None and not spec.tune:
         from ..edits.templates import template_transforms
 
-        rules["templates"] = (source, *template_transforms(source, spec.entry, spec, arch=arch))
+        rules["templates"] = (source, *template_transforms(source, spec.entry, spec, arch=arch, tf32=tf32))
     if kind == "rules":
         return RulesProposer(**rules)
     from ..edits.llm import LLMConfig, LLMProposer
@@ -219,7 +221,7 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
         sanitize = opts.sanitize or "best"
         config = {"budget": budget, "seed": seed, "proposer": proposer, "profile": profile, "sanitize": sanitize,
                   "kernel": str(kernel.resolve()), "spec": str(spec.path.resolve()), "llm_model": llm_model,
-                  "llm_base_url": llm_base_url, "templates": opts.templates}
+                  "llm_base_url": llm_base_url, "templates": opts.templates, "tf32": opts.tf32}
     else:
         run = store.run(opts.resume)
         config = dict(run["config"] or {})
@@ -255,7 +257,8 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     # a proposal may not include what the seed does not (nvcc echoes included files into its log)
     try:
         prop = IncludeGuard(make_proposer(proposer, llm_model, llm_base_url, opts.llm_timeout_s, spec, source=source,
-                                          templates=config.get("templates", False), arch=arch), source,
+                                          templates=config.get("templates", False), arch=arch,
+                                          tf32=config.get("tf32", False)), source,
                             include_dirs=[kernel.resolve().parent])
     except BaseException:
         if gpus is not None:             # a bad LLM setting, say: the cluster's client is not left open

@@ -31,8 +31,11 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("--resume", "resume_run", type=int, metavar="RUN", help="Continue run RUN of the database.")
 @click.option("--no-profile", is_flag=True, help="Do not run Nsight Compute (runtime alone).")
 @click.option("--no-templates", is_flag=True,
-              help="Do not offer operation templates (a GEMM-like kernel rewritten as one of optiml's tuned GEMM "
-                   "templates behind the same signature, verified like any edit).")
+              help="Do not offer operation templates (a GEMM-like or row-wise kernel rewritten as one of optiml's "
+                   "tuned templates behind the same signature, verified like any edit).")
+@click.option("--tf32", is_flag=True,
+              help="Also offer fp32 GEMMs the TF32 tensor-core template (about 1e-3 relative error; kept only where "
+                   "the task's tolerance holds).")
 @db_option
 @arch_option
 @timeout_option(120.0, "a GPU child is killed")
@@ -53,7 +56,7 @@ PROPOSERS = ("rules", "llm", "mixed")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write the best kernel (default: KERNEL.optiml.cu).")
 def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, time_limit: float | None, seed: int,
              seed_kernels: tuple[Path, ...], proposer: str, llm_model: str | None, llm_base_url: str | None,
-             llm_timeout: float, resume_run: int | None, no_profile: bool, no_templates: bool, db_path: Path,
+             llm_timeout: float, resume_run: int | None, no_profile: bool, no_templates: bool, tf32: bool, db_path: Path,
              arch: str | None,
              timeout: float, gpus: str, parallel: int | None, build_jobs: int | None, cluster: str | None,
              sanitize: str | None, output: Path | None) -> None:
@@ -72,7 +75,7 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
                            llm_base_url=llm_base_url, llm_timeout_s=llm_timeout, resume=resume_run,
                            profile=not no_profile, db=db_path, arch=arch, timeout_s=timeout, gpus=gpus,
                            parallel=parallel, build_jobs=build_jobs, cluster=cluster, output=output,
-                           sanitize=sanitize, templates=not no_templates)
+                           sanitize=sanitize, templates=not no_templates, tf32=tf32)
     progress = SearchProgress()
 
     from ..app.optimize import Interrupted

@@ -39,6 +39,8 @@ class GemmTemplate:
     shared_mem: str = "0"                                 # the launch's dynamic shared memory (bytes)
     flags: tuple = ()                                     # nvcc flags the candidate carries
     archs: tuple = ()                                     # the GPUs it runs on (empty: any it compiles for)
+    tf32: bool = False                                    # offered only when the user opts in to TF32
+    min_sm: int = 0                                       # the oldest GPU it runs on (sm_XY as XY)
 
     @property
     def tune_space(self) -> TuneSpace:
@@ -70,6 +72,14 @@ _WGMMA_RESTRICTIONS = (
     "OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 1024 <= 232448",
 )
 _MMA_THREADS = "32 * OPTIML_WARPS_M * OPTIML_WARPS_N"
+_TF32_RESTRICTIONS = (
+    "OPTIML_BM % OPTIML_WARPS_M == 0 and OPTIML_BN % OPTIML_WARPS_N == 0",
+    "(OPTIML_BM // OPTIML_WARPS_M) % 16 == 0 and (OPTIML_BN // OPTIML_WARPS_N) % 8 == 0",
+    "(OPTIML_BM // OPTIML_WARPS_M // 16) * (OPTIML_BN // OPTIML_WARPS_N // 8) * 4 <= 128",   # accumulators
+    f"{_MMA_THREADS} >= 64 and {_MMA_THREADS} <= 256",
+    f"(OPTIML_BM * OPTIML_BK // 4) % ({_MMA_THREADS}) == 0 and (OPTIML_BN * OPTIML_BK // 4) % ({_MMA_THREADS}) == 0",
+    "OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 4 <= 232448",
+)
 _MMA_RESTRICTIONS = (
     "OPTIML_BM % OPTIML_WARPS_M == 0 and OPTIML_BN % OPTIML_WARPS_N == 0",
     "(OPTIML_BM // OPTIML_WARPS_M) % 16 == 0 and (OPTIML_BN // OPTIML_WARPS_N) % 16 == 0",
@@ -91,6 +101,16 @@ GEMM_TEMPLATES = (
                  "conflicts) and double-buffered shared memory: the next tiles load into registers while the "
                  "current ones are multiplied", 1.1,
                  threads="(OPTIML_BM / OPTIML_WM) * (OPTIML_BN / OPTIML_WN) * 32", restrictions=_WARP_RESTRICTIONS),
+    GemmTemplate("gemm_tf32_mma", ("float32",),
+                 {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 32, "OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 4,
+                  "OPTIML_STAGES": 3},
+                 {"OPTIML_BM": [64, 128, 256], "OPTIML_BN": [64, 128], "OPTIML_BK": [16, 32],
+                  "OPTIML_WARPS_M": [2, 4], "OPTIML_WARPS_N": [2, 4], "OPTIML_STAGES": [2, 3, 4]},
+                 "tensor cores in TF32 through mma.sync m16n8k8 with fp32 accumulation (inputs rounded to 10-bit "
+                 "mantissas), the next STAGES - 1 tiles copied by cp.async while one is multiplied; only with --tf32", 1.3,
+                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", restrictions=_TF32_RESTRICTIONS,
+                 shared_mem="OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 4",
+                 min_sm=80, tf32=True),
     GemmTemplate("gemm_f16_wgmma", ("float16", "bfloat16"),
                  {"OPTIML_BN": 256, "OPTIML_MW": 1, "OPTIML_WGS": 2, "OPTIML_STAGES": 4, "OPTIML_GROUP_M": 8},
                  {"OPTIML_BN": [128, 256], "OPTIML_MW": [1, 2], "OPTIML_WGS": [1, 2], "OPTIML_STAGES": [3, 4, 5, 6],
@@ -123,6 +143,12 @@ GEMM_TEMPLATES = (
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _MATH = {"__float2half", "__half2float", "__float2bfloat16", "__bfloat162float", "__float2half_rn", "fmaxf", "fminf", "expf", "__expf", "tanhf", "logf", "sqrtf", "rsqrtf", "fabsf", "erff", "powf", "max",
          "min", "exp", "tanh", "log", "sqrt", "fabs", "erf", "sinf", "cosf", "float", "int", "size_t", "f", "F"}
+
+
+def _sm(arch: str) -> int:
+    """``sm_90a`` -> 90 (0 where the name is not of that form)."""
+    m = re.fullmatch(r"(?:sm|compute)_(\d+)\w?", arch)
+    return int(m.group(1)) if m else 0
 
 
 _MARK = re.compile(r"^// the entry (\w+) as optiml's (\w+) template:", re.M)
@@ -392,9 +418,10 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
     return data[:fn.start_byte].decode("utf-8") + block + data[fn.end_byte:].decode("utf-8")
 
 
-def template_transforms(source: str, entry: str, spec, arch: str | None = None) -> tuple[list[Transform], str | None]:
+def template_transforms(source: str, entry: str, spec, arch: str | None = None,
+                        tf32: bool = False) -> tuple[list[Transform], str | None]:
     """The templates that fit the kernel (a child of the root each) and the GPU (``arch``, when known),
-    or ([], why not)."""
+    or ([], why not); the TF32 GEMM template only with ``tf32`` (the user's opt-in)."""
     if spec is None:
         return [], None
     g, why = recognize_gemm(source, entry, spec)
@@ -404,7 +431,8 @@ def template_transforms(source: str, entry: str, spec, arch: str | None = None) 
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
-    for t in (t for t in GEMM_TEMPLATES if g.dtype in t.dtypes and (not t.archs or arch is None or arch in t.archs)):
+    for t in (t for t in GEMM_TEMPLATES if g.dtype in t.dtypes and (not t.archs or arch is None or arch in t.archs)
+              and (tf32 or not t.tf32) and (arch is None or _sm(arch) >= t.min_sm)):
         text = instantiate_gemm(source, g, template=t.name)
         params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in t.start.items())
         out.append(Transform("template", text, f"template {t.name} ({params})",
