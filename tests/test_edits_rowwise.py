@@ -147,7 +147,7 @@ def test_the_bench_first_kernels_are_row_wise_programs(name, strided, reductions
 
 @pytest.mark.parametrize("source,spec,reductions,map_has", [
     (NAIVE_SOFTMAX, ROWS, [("m", "max"), ("s", "+")], "expf(optiml_v - m) / s"),
-    (TWO_LEVEL, ROWS_W, [("ss", "+")], "optiml_v * inv * w[optiml_j]"),
+    (TWO_LEVEL, ROWS_W, [("ss", "+")], "optiml_v * inv * optiml_s_w"),
     (GRID_STRIDE_MIN, ROWS, [("lo", "fminf")], "optiml_v - lo"),
     (L2_CHANNELS, CHANNELS, [("mx", "fmaxf"), ("ss", "+")], "__bfloat162float(optiml_v) * inv"),
     (CENTER, ROWS, [("acc", "+")], "optiml_out = d"),
@@ -280,3 +280,21 @@ def test_points_covering_each_templates_space_compile_behind_the_first_kernels(t
     pts = covering(t) + [t.start_for(op)]
     assert len(pts) >= 5
     assert build_all(tmp_path, [instantiate_rowwise(src, op, p, t.name) for p in pts], spec.entry) == []
+
+
+def test_a_norms_weight_and_bias_along_the_row_are_read_as_vectors_like_the_row():
+    src, spec = bench("layernorm_rows")
+    op, _ = recognize_rowwise(src, spec.entry, spec)
+    assert op.steps[-1].sides == (("beta", "float"), ("gamma", "float"))
+    assert op.steps[-1].body == "optiml_out = (optiml_v - mean) * rstd * optiml_s_gamma + optiml_s_beta;"
+    out = instantiate_rowwise(src, op, {"OPTIML_VEC": 4})
+    assert "*reinterpret_cast<const optiml_vec<float, OPTIML_VEC> *>(gamma + optiml_j0)" in out
+    strided = instantiate_rowwise(src, op, template="col_reduce")     # the strided layout reads them one by one
+    assert "const float optiml_s_gamma = gamma[optiml_j];" in strided
+
+
+def test_the_start_reads_sixteen_bytes_a_thread_whatever_the_element():
+    for name, vec in (("rmsnorm_half", 8), ("softmax_long", 4)):
+        src, spec = bench(name)
+        op, _ = recognize_rowwise(src, spec.entry, spec)
+        assert ROW_TEMPLATES[0].start_for(op)["OPTIML_VEC"] == vec

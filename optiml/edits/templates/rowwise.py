@@ -27,6 +27,7 @@ from ...spec.space import TuneSpace
 from ..cutree import _entry_def, _params, _shared_arrays, _t, _tree
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
+_SIZE = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}
 _INDEX = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim|warpSize)\b")
 _SYNC = re.compile(r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|atomic\w+|__threadfence\w*)\b")
 _OPS = {"fmaxf": "fmaxf", "fminf": "fminf", "max": "max", "min": "min", "fmax": "fmax", "fmin": "fmin"}
@@ -37,6 +38,7 @@ class Step:
     kind: str                      # stmt | reduce | map
     body: str                      # C++ text: the statement, or the loop body over optiml_v / optiml_j
     accs: tuple = ()               # reduce: ((name, op), ...); op "+" or a function name
+    sides: tuple = ()              # ((array, element type), ...): 1-D arrays along the row read as A[j]
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class RowTemplate:
         values a thread, wide loads where the size allows."""
         if not self.strided:
             j = max(op.j_timing, 1)
-            vec = 4 if j % 4 == 0 else (2 if j % 2 == 0 else 1)
+            vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
             threads = min(1024, max(32, 1 << math.ceil(math.log2(max(1, -(-j // (vec * 8)))))))
             items = min(64 // vec, 1 << math.ceil(math.log2(max(1, -(-j // (threads * vec))))))
             rows = max(1, min(8, 256 // threads))
@@ -116,7 +118,7 @@ class RowTemplate:
 ROW_TEMPLATES = (
     RowTemplate("row_reduce", False,
                 {"OPTIML_THREADS": [32, 64, 128, 256, 512, 1024], "OPTIML_ROWS": [1, 2, 4, 8],
-                 "OPTIML_VEC": [1, 2, 4], "OPTIML_ITEMS": [1, 2, 4, 8, 16, 32]},
+                 "OPTIML_VEC": [1, 2, 4, 8], "OPTIML_ITEMS": [1, 2, 4, 8, 16, 32]},
                 ("OPTIML_THREADS * OPTIML_ROWS >= 64 and OPTIML_THREADS * OPTIML_ROWS <= 1024",
                  "OPTIML_VEC * OPTIML_ITEMS <= 64"),
                 "THREADS threads a row (a warp or a block; ROWS rows a block), the row read once into registers "
@@ -151,7 +153,6 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
         return None, None
     params = {name for name, *_ in _params(fdecl)}
     pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
-    args = {a.name: a for a in spec.args}
     outs = [a for a in spec.args if a.role == "output" and len(a.shape) >= 2]
     if len(outs) != 1:
         return None, None
@@ -191,7 +192,10 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
     try:
         o = _product([kernel_size(s) for s in shape[:dim]])
         i = _product([kernel_size(s) for s in shape[dim + 1:]])
-        steps = _Program(fn, set(loops), x.name, y.name, pointers, params, _shared_arrays(fn)).run(body)
+        # 1-D arrays along the row (a norm's weight and bias): read as A[j], loaded as vectors like the row
+        sides = {a.name: _ELEMENT[a.dtype] for a in spec.args if a.role == "input" and a.name in pointers and
+                 [str(s) for s in a.shape] == [shape[dim]] and a.dtype in _ELEMENT}
+        steps = _Program(fn, set(loops), x.name, y.name, pointers, params, _shared_arrays(fn), sides).run(body)
     except _Refuse as e:
         return None, str(e)
     if x.dtype not in _ELEMENT or y.dtype not in _ELEMENT:
@@ -221,7 +225,8 @@ def _bound(loop):
 class _Program:
     """Walks the kernel body in order and collects the steps (see the module)."""
 
-    def __init__(self, fn, loops, x, y, pointers, params, shared):
+    def __init__(self, fn, loops, x, y, pointers, params, shared, sides=None):
+        self.sides = dict(sides or {})
         self.loops, self.x, self.y, self.pointers, self.params = loops, x, y, pointers, params
         self.shared = set(shared)
         self.xs, self.ys = {x}, {y}           # X and Y, and local pointers into them
@@ -377,7 +382,7 @@ class _Program:
                     if op == "+=":
                         accs[name] = "+"
                     elif op == "=":
-                        m = re.fullmatch(rf"\s*(\w+)\s*\((.*)\)\s*", r, re.S)
+                        m = re.fullmatch(r"\s*(\w+)\s*\((.*)\)\s*", r, re.S)
                         if m and m.group(1) in _OPS and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", m.group(2)):
                             accs[name] = m.group(1)
                         elif re.match(rf"\s*{re.escape(name)}\s*\+", r):
@@ -401,10 +406,15 @@ class _Program:
             raise _Refuse("not templated: a loop over the row with barriers or shuffles")
         if stores and accs:
             raise _Refuse("not templated: one loop both reduces and writes the output")
-        edits = []
+        edits, sides = [], {}
         for n in _walk(body):
             if n.type == "subscript_expression" and _base(n) in self.xs:
                 edits.append((n.start_byte, n.end_byte, "optiml_v"))
+            elif n.type == "subscript_expression" and _t(n.child_by_field_name("argument")) in self.sides and \
+                    _t(n.child_by_field_name("indices") or n).strip("[] ") == var:
+                name = _t(n.child_by_field_name("argument"))
+                sides[name] = self.sides[name]
+                edits.append((n.start_byte, n.end_byte, f"optiml_s_{name}"))
             elif n.type == "identifier" and _t(n) == var and not _inside(n, edits):
                 edits.append((n.start_byte, n.end_byte, "optiml_j"))
             elif n.type == "identifier" and _t(n) in accs and not _inside(n, edits):
@@ -421,13 +431,13 @@ class _Program:
         if not text.endswith(";") and not text.endswith("}"):
             text += ";"
         if stores:
-            self.steps.append(Step("map", text))
+            self.steps.append(Step("map", text, sides=tuple(sorted(sides.items()))))
         else:
             if not accs:
                 raise _Refuse("not templated: a loop over the row that neither reduces nor writes")
             self.accs.update(accs)
             self.last = list(accs)
-            self.steps.append(Step("reduce", text, tuple(sorted(accs.items()))))
+            self.steps.append(Step("reduce", text, tuple(sorted(accs.items())), tuple(sorted(sides.items()))))
 
 
 def _base(sub) -> str:
