@@ -224,3 +224,35 @@ def test_register_caps_go_down_to_half_the_registers_only():
     assert caps(255) == ["flag -maxrregcount=128"]
     assert caps(80) == ["flag -maxrregcount=64"]
     assert caps(100) == ["flag -maxrregcount=64"] and caps(40) == ["flag -maxrregcount=32"]
+
+
+def test_a_kernel_that_cannot_launch_for_its_registers_is_not_proposed():
+    """A block times its registers past an SM's 64 K fails at launch and costs a candidate: a block
+    tuned up on a register-heavy node is not proposed; a rewrite that failed so from an ancestor is
+    not proposed below while the block is as large; launch bounds (ptxas fits the registers) lift both."""
+    from pathlib import Path
+    src = (Path(__file__).resolve().parents[1] / "bench" / "issue25" / "softmax_long.cu").read_text()
+    rules = RulesProposer(launch=(("rows",), (1024,), 0))
+    cache = "cache xr[c] in registers across 3 loops, OPTIML_CACHE_ITEMS = 64"
+    fail = Attempt(cache, "launch_config_error", "the kernel uses 145 registers a thread, so a block of 1024 "
+                                                 "threads needs 155648, more than the 65536 of an SM")
+    fresh = NodeView(source=src, entry="softmax_long", resources={"registers": 40})
+    below = NodeView(source=src, entry="softmax_long", resources={"registers": 40}, inherited=(fail,))
+    assert cache in [p.edit for p in rules.candidates(fresh)]
+    assert cache not in [p.edit for p in rules.candidates(below)]
+    assert "cache xr[c] in registers across 3 loops, OPTIML_CACHE_ITEMS = 16" in [p.edit for p in rules.candidates(below)]
+    bounded = src.replace("__global__ void softmax_long", "__global__ void __launch_bounds__(1024) softmax_long")
+    assert cache in [p.edit for p in rules.candidates(NodeView(source=bounded, entry="softmax_long",
+                                                                resources={"registers": 40}, inherited=(fail,)))]
+    # a smaller block below the failure: the same rewrite may fit now
+    knobbed = ("#define OPTIML_BLOCK_SIZE 256\n// optiml:launch {grid = [\"rows\"], block = [\"OPTIML_BLOCK_SIZE\"], "
+               "shared_mem = 0}\n" + src.replace("1024", "OPTIML_BLOCK_SIZE"))
+    made = [p.edit for p in rules.candidates(NodeView(source=knobbed, entry="softmax_long", resources={"registers": 40},
+                                                      inherited=(fail,)))]
+    assert any(e.startswith("cache xr[c]") for e in made), made
+    # registers times a tuned-up block past the SM: the move is not proposed; with few registers it is
+    half = knobbed.replace("#define OPTIML_BLOCK_SIZE 256", "#define OPTIML_BLOCK_SIZE 512")
+    heavy = NodeView(source=half, entry="softmax_long", resources={"registers": 104})
+    light = NodeView(source=half, entry="softmax_long", resources={"registers": 32})
+    up = lambda v: [p.edit for p in rules.candidates(v) if p.edit.startswith("OPTIML_BLOCK_SIZE 512 -> 1024")]
+    assert up(light) and not up(heavy), (up(light), up(heavy))

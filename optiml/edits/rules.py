@@ -63,6 +63,34 @@ def family(edit: str) -> str:
     return " ".join(words[:2])
 
 
+REGISTERS_PER_SM = 65536       # 64 K 32-bit registers an SM (and a block) since sm_50
+_FAILED_BLOCK = re.compile(r"a block of (\d+) threads needs")
+
+
+def _launch_facts(source: str, entry: str, spec_threads: int | None) -> tuple[bool, int | None]:
+    """(whether the entry has ``__launch_bounds__``, its threads a block when the source or the
+    spec's literal launch shows them)."""
+    from ..expr import evaluate
+    from ..source import parse_source
+    from .cutree import _entry_def, _tree
+    from .transforms import block_dims
+
+    fn, _ = _entry_def(_tree(source), entry)
+    if fn is not None and any(c.type == "launch_bounds" for c in fn.children):
+        return True, None
+    dims = block_dims(source, entry)
+    if dims is None:
+        return False, spec_threads if "optiml:launch" not in source else None
+    try:
+        env = {k: v for k, v in parse_source(source).constants.items()}
+        n = 1
+        for d in dims:
+            n *= int(evaluate(str(d), env))
+        return False, n
+    except Exception:
+        return False, None
+
+
 def _seen(node: NodeView) -> list[Attempt]:
     return list(node.inherited) + list(node.attempts)
 
@@ -188,7 +216,7 @@ class RulesProposer:
             if self.templates[2] and not self.templates[1]:
                 refused.append(("template", self.templates[2]))
         for t in made:
-            if t.edit in tried:
+            if t.edit in tried or self._cannot_launch(t, node, regs):
                 continue
             p = prior(t, node)
             if p is None or p <= 0:
@@ -204,6 +232,27 @@ class RulesProposer:
                 out.append(Proposal(source=node.source, flags=tuple(node.flags), edit=edit, rationale=why,
                                     prior=0.0, proposer=self.name, refused=why))
         return sorted(out, key=lambda p: p.edit)
+
+    def _cannot_launch(self, t: Transform, node: NodeView, regs: int | None) -> bool:
+        """``t``'s kernel would ask a block for more registers than an SM has (a launch_config_error
+        that costs a candidate and says nothing): without ``__launch_bounds__`` (which makes ptxas fit
+        the registers to the block), its block times the node's registers is past
+        :data:`REGISTERS_PER_SM`; or the same edit failed so from an ancestor, and this node's block is
+        not known to be smaller than the block it failed with."""
+        spec_threads = self.threads
+        if spec_threads is None and self.launch is not None and all(isinstance(b, int) for b in self.launch[1]):
+            spec_threads = math.prod(self.launch[1])
+        bounded, threads = _launch_facts(t.source, node.entry, spec_threads)
+        if bounded:
+            return False
+        if regs and threads and regs * threads > REGISTERS_PER_SM:
+            return True
+        for a in node.inherited:
+            if a.edit == t.edit and a.status == "launch_config_error":
+                m = _FAILED_BLOCK.search(a.message or "")
+                if threads is None or m is None or threads >= int(m.group(1)):
+                    return True
+        return False
 
     def _space_of(self, node: NodeView) -> SpaceMoves | None:
         """The moves of the declared space, else of the template ``node`` was instantiated from."""
