@@ -298,3 +298,14 @@ def test_the_start_reads_sixteen_bytes_a_thread_whatever_the_element():
         src, spec = bench(name)
         op, _ = recognize_rowwise(src, spec.entry, spec)
         assert ROW_TEMPLATES[0].start_for(op)["OPTIML_VEC"] == vec
+
+
+def test_a_kernel_the_recognition_did_not_foresee_gives_a_reason_not_a_crash(monkeypatch):
+    import optiml.edits.templates.rowwise as rowwise
+
+    def boom(*a, **k):
+        raise AttributeError("'NoneType' object has no attribute 'type'")
+    monkeypatch.setattr(rowwise, "recognize_rowwise", boom)
+    src, spec = bench("softmax_long")
+    made, why = template_transforms(src, spec.entry, spec)
+    assert made == [] and why.startswith("not templated: reading the kernel as an operation failed (AttributeError")

@@ -421,9 +421,20 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
 def template_transforms(source: str, entry: str, spec, arch: str | None = None,
                         tf32: bool = False) -> tuple[list[Transform], str | None]:
     """The templates that fit the kernel (a child of the root each) and the GPU (``arch``, when known),
-    or ([], why not); the TF32 GEMM template only with ``tf32`` (the user's opt-in)."""
+    or ([], why not); the TF32 GEMM template only with ``tf32`` (the user's opt-in). Recognition is a
+    hypothesis: where reading the kernel fails on something it did not foresee, no template is offered
+    and the reason says so (the search goes on without one)."""
     if spec is None:
         return [], None
+    try:
+        return _template_transforms(source, entry, spec, arch, tf32)
+    except Exception as e:                     # noqa: BLE001 - a kernel nobody foresaw must not stop the run
+        from loguru import logger
+        logger.opt(exception=e).debug("template recognition failed")
+        return [], f"not templated: reading the kernel as an operation failed ({type(e).__name__}: {e})"
+
+
+def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: bool) -> tuple[list[Transform], str | None]:
     g, why = recognize_gemm(source, entry, spec)
     if g is None:
         rows, why_rows = _rowwise_transforms(source, entry, spec)
