@@ -20,8 +20,22 @@ from ...spec.space import TuneSpace
 from ..cutree import Transform, _entry_def, _flat, _params, _shared_arrays, _t, _tree
 
 
+class Spaced:
+    """A template's default space in the [tune] form: its ``space`` (each name's values) and the
+    ``restrictions`` every point must satisfy."""
+
+    @property
+    def tune_space(self) -> TuneSpace:
+        return TuneSpace(tuple((k, tuple(v)) for k, v in self.space.items()), tuple(self.restrictions))
+
+    def points(self) -> list[dict]:
+        """Every point of the default space its restrictions allow."""
+        sp = self.tune_space
+        return [p for p in sp.points() if sp.violated(p, [{}]) is None]
+
+
 @dataclass(frozen=True)
-class GemmTemplate:
+class GemmTemplate(Spaced):
     """One GEMM template: its CUDA file, the input dtypes it takes, its starting point, its default
     space in the [tune] form (each name's values, and restrictions over the names that every point
     must satisfy; a point past them would fail the body's static_asserts at compile time) and its
@@ -41,15 +55,6 @@ class GemmTemplate:
     archs: tuple = ()                                     # the GPUs it runs on (empty: any it compiles for)
     tf32: bool = False                                    # offered only when the user opts in to TF32
     min_sm: int = 0                                       # the oldest GPU it runs on (sm_XY as XY)
-
-    @property
-    def tune_space(self) -> TuneSpace:
-        return TuneSpace(tuple((k, tuple(v)) for k, v in self.space.items()), tuple(self.restrictions))
-
-    def points(self) -> list[dict]:
-        """Every point of the default space its restrictions allow."""
-        sp = self.tune_space
-        return [p for p in sp.points() if sp.violated(p, [{}]) is None]
 
 
 _WMMA_RESTRICTIONS = (

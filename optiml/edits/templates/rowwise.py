@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 
 from ...source import _walk
-from ...spec.space import TuneSpace
-from ..cutree import _entry_def, _params, _shared_arrays, _t, _tree
+from ..cutree import _entry_def, _params, _shared_arrays, _splice, _t, _tree
+from . import Spaced
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
 _SIZE = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}
@@ -74,7 +74,7 @@ class RowOp:
 
 
 @dataclass(frozen=True)
-class RowTemplate:
+class RowTemplate(Spaced):
     name: str
     strided: bool                  # for a reduced dimension with a stride (else a contiguous row)
     space: dict
@@ -84,16 +84,6 @@ class RowTemplate:
     threads: str
     grid: str                      # over {o}, {i} (spec size expressions)
     flags: tuple = ()
-    archs: tuple = ()
-    start: dict = field(default_factory=dict)
-
-    @property
-    def tune_space(self) -> TuneSpace:
-        return TuneSpace(tuple((k, tuple(v)) for k, v in self.space.items()), tuple(self.restrictions))
-
-    def points(self) -> list[dict]:
-        sp = self.tune_space
-        return [p for p in sp.points() if sp.violated(p, [{}]) is None]
 
     def start_for(self, op: RowOp) -> dict:
         """A starting point for the timing size: the row cached in registers when it fits in 64
@@ -361,7 +351,7 @@ class _Program:
                     if acc is None:
                         raise _Refuse(f"not templated: which reduction {base}[0] holds is not clear")
                     edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, acc))
-        return _local_splice(_t(node), edits)
+        return _splice(_t(node), edits)
 
     # -- loops over the row
     def row_loop(self, loop):
@@ -424,7 +414,7 @@ class _Program:
             edits = [e for e in edits if not (left.start_byte <= e[0] < left.end_byte)]
             edits.append((left.start_byte, left.end_byte, "optiml_out"))
         edits = [e for e in edits if not any(o is not e and o[0] <= e[0] and e[1] <= o[1] and o != e for o in edits)]
-        text = _local_splice(_t(body), [(a - body.start_byte, b - body.start_byte, r) for a, b, r in edits])
+        text = _splice(_t(body), [(a - body.start_byte, b - body.start_byte, r) for a, b, r in edits])
         text = text.strip()
         if text.startswith("{") and text.endswith("}"):
             text = text[1:-1].strip()
@@ -485,13 +475,6 @@ def _reads_shared_varying(node, shared) -> bool:
             if idx != "0":
                 return True
     return False
-
-
-def _local_splice(text: str, edits) -> str:
-    data = text.encode("utf-8")
-    for a, b, r in sorted(edits, reverse=True):
-        data = data[:a] + r.encode("utf-8") + data[b:]
-    return data.decode("utf-8")
 
 
 def _short(t: str) -> str:
