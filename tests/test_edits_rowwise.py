@@ -162,14 +162,15 @@ def test_row_wise_kernels_of_other_shapes_are_recognised(source, spec, reduction
 def test_the_kernels_own_combining_is_replaced_by_the_reduced_scalar():
     op, _ = recognize_rowwise(TWO_LEVEL, "k", ROWS_W)
     stmts = [s.body for s in op.steps if s.kind == "stmt"]
-    assert "float total = ss;" in stmts                   # part[0] after the kernel's own tree
+    assert "float total = optiml_r1_ss;" in stmts        # part[0] after the kernel's own tree: the reduced value
     assert not any("__shfl" in s or "part" in s or "lane" in s for s in stmts)
     op, _ = recognize_rowwise(CENTER, "k", ROWS)
-    assert "float mean = acc / cols;" in [s.body for s in op.steps]
+    assert "float mean = optiml_r1_acc / cols;" in [s.body for s in op.steps]
     op, why = recognize_rowwise(ONE_PASS_NORM, "k", ROWS)     # two sums in one loop, each through its own array
     assert [s.accs for s in op.steps if s.kind == "reduce"] == [(("q", "+"), ("s", "+"))], why
     stmts = [s.body for s in op.steps if s.kind == "stmt"]
-    assert "float mean = s / cols;" in stmts and "float rstd = rsqrtf(q / cols - mean * mean + 1e-5f);" in stmts
+    assert "float mean = optiml_r1_s / cols;" in stmts and \
+        "float rstd = rsqrtf(optiml_r1_q / cols - mean * mean + 1e-5f);" in stmts
 
 
 READ_BACK = NAIVE_SOFTMAX.replace(
@@ -215,13 +216,13 @@ STATS_OUT = GRID_STRIDE_MIN.replace("lo = sh[0];", "lo = sh[0];\n        if (thr
     (LINEAR, LINEAR_SPEC, None),
     (READ_BACK, ROWS, "the output is read back"),
     (ROW_BIAS, ROWS, "uses r, the kernel's own index"),
-    (CUMSUM, ROWS, "both reduces and writes"),
+    (CUMSUM, ROWS, "acc is read in its own loop"),
     (BREAKS, ROWS, "its own control flow"),
     (NAIVE_SOFTMAX, RESIDUAL_SPEC, None),
     (ROW_SUMS, ROW_SUMS_SPEC, None),
     (LITERAL_BOUND, ROWS, None),
     (FIRST_OUTSIDE, ROWS, "reads the row outside a loop over it"),
-    (STATS_OUT, ROWS, "a branch"),
+    (STATS_OUT, ROWS, "writes y outside the row's map"),
 ])
 def test_what_is_not_a_row_wise_program_is_not_recognised(source, spec, reason):
     op, why = recognize_rowwise(source, "k", spec)
@@ -309,3 +310,113 @@ def test_a_kernel_the_recognition_did_not_foresee_gives_a_reason_not_a_crash(mon
     src, spec = bench("softmax_long")
     made, why = template_transforms(src, spec.entry, spec)
     assert made == [] and why.startswith("not templated: reading the kernel as an operation failed (AttributeError")
+
+
+# -- kernels a review wrote against the recognition (each once wrong, compiled badly or crashed)
+BLOCK_SUM = """
+#define THREADS 256
+#define N 4
+__device__ float warpReduceSum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    __shared__ float sh[THREADS / 32];
+    int r = blockIdx.x, t = threadIdx.x;
+    float s = 0.f;
+    for (int c = t; c < cols; c += THREADS) s += __ldg(&x[(size_t)r * cols + c]) * N;
+    s = warpReduceSum(s);
+    if (t % 32 == 0) sh[t / 32] = s;
+    __syncthreads();
+    s = 0.f;
+    for (int w = 0; w < THREADS / 32; w++) s += sh[w];
+    float inv = 1.f / s;
+    for (int c = t; c < cols; c += THREADS) y[(size_t)r * cols + c] = x[(size_t)r * cols + c] * inv;
+}
+"""
+
+
+def test_helpers_macros_and_a_last_combining_loop_are_the_kernels_own_combining(tmp_path):
+    op, why = recognize_rowwise(BLOCK_SUM, "k", ROWS)
+    assert op is not None, why
+    body = [s.body for s in op.steps]
+    assert "optiml_p_s += optiml_v * N;" in body                  # __ldg(&x[...]) is the element
+    assert not any("warpReduceSum" in b for b in body)             # the helper combines: dropped
+    last = len(body) - 1 - body[::-1].index("s = optiml_r1_s;")
+    assert body.index("s = 0.f;") < last < body.index("float inv = 1.f / s;")   # the last loop gives the sum back
+    if NVCC is not None:                                            # THREADS and N do not clash with the helpers
+        for c in ('', 'extern "C" '):
+            src = BLOCK_SUM.replace("__global__ void k(", c + "__global__ void k(")
+            assert build_all(tmp_path, [instantiate_rowwise(src, recognize_rowwise(src, "k", ROWS)[0])], "k") == []
+        braced = BLOCK_SUM.replace("__global__ void k(", 'extern "C" {\n__global__ void k(') + "}\n"
+        assert build_all(tmp_path, [instantiate_rowwise(braced, recognize_rowwise(braced, "k", ROWS)[0])], "k") == []
+
+
+def test_a_gemm_entry_inside_extern_c_gets_its_helpers_outside(tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    from optiml.edits.templates import instantiate_gemm, recognize_gemm
+    src = 'extern "C" {\n' + LINEAR + "}\n"
+    g, why = recognize_gemm(src, "linear_relu", LINEAR_SPEC)
+    assert g is not None, why
+    assert build_all(tmp_path, [instantiate_gemm(src, g, template="gemm_f32_warp")], "linear_relu") == []
+
+
+SOFTMAX1 = NAIVE_SOFTMAX
+WELFORD = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float mean = 0.f;
+    for (int j = 0; j < cols; j++) { float d = x[r * cols + j] - mean; mean += d / (j + 1); }
+    for (int j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + j] - mean;
+}
+"""
+TRANSFORMED_SHARED = GRID_STRIDE_MIN.replace("        lo = sh[0];\n",
+                                             "        if (threadIdx.x == 0) sh[0] = 1.f / sh[0];\n        __syncthreads();\n"
+                                             "        lo = sh[0];\n")
+SIBLINGS = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float mean, var;
+    { float s = 0.f; for (int j = 0; j < cols; j++) s += x[r * cols + j]; mean = s / cols; }
+    { float s = 0.f; for (int j = 0; j < cols; j++) s += x[r * cols + j] * x[r * cols + j]; var = s / cols - mean * mean; }
+    for (int j = 0; j < cols; j++) y[r * cols + j] = (x[r * cols + j] - mean) * rsqrtf(var + 1e-5f);
+}
+"""
+TEMPLATED = "template <int B>\n" + NAIVE_SOFTMAX.replace("__global__", "__global__", 1)
+
+
+@pytest.mark.parametrize("source,reason", [
+    (SOFTMAX1.replace("x[(size_t)r * cols + j] - m) / s", "x[(size_t)r * cols + cols - 1 - j] - m) / s"),
+     "is not the row's element"),
+    (SOFTMAX1.replace("s = s + expf(x[(size_t)r * cols + j] - m)", "s = s + fabsf(x[(size_t)r * cols + j] - x[(size_t)r * cols + j + 1])"),
+     "is not the row's element"),
+    (SOFTMAX1.replace("for (int j = 0; j < cols; ++j) s = s", "for (int j = 0; j < cols; j += 2) s = s"), "by steps of j+=2"),
+    (SOFTMAX1.replace("y[(size_t)r * cols + j] = expf", "if (m > 0.f) y[(size_t)r * cols + j] = expf"), "stored under a condition"),
+    (SOFTMAX1.replace("float s = 0.f;", "float s = 0.f; int cnt = 0;").replace(
+        "s = s + expf(x[(size_t)r * cols + j] - m);", "{ s = s + expf(x[(size_t)r * cols + j] - m); cnt++; }"), "counts in a loop"),
+    (WELFORD, "mean is read in its own loop"),
+    (SOFTMAX1.replace("float s = 0.f;", "if (m < -1e29f) return;\n        float s = 0.f;"), "a return that depends on the row"),
+    (TRANSFORMED_SHARED, "holds something other than a reduction's partial results"),
+    (SIBLINGS, "s is declared twice"),
+    (SOFTMAX1.replace("y[(size_t)r * cols + j] = expf(x[(size_t)r * cols + j] - m) / s;",
+                      "y[(size_t)r * cols + j] = *(&x[(size_t)r * cols + j]) / s;"), "the row's address is taken"),
+])
+def test_programs_the_templates_would_run_differently_are_refused(source, reason):
+    op, why = recognize_rowwise(source, "k", ROWS)
+    assert op is None and why is not None and reason in why, why
+
+
+def test_a_template_kernel_and_a_second_output_are_refused():
+    assert recognize_rowwise(TEMPLATED, "k", ROWS) == (None, "not templated: the entry is a C++ template")
+    two = SOFTMAX1.replace("float s = 0.f;", "float s = 0.f;\n        y[0] = m;")
+    assert "writes y outside the row's map" in recognize_rowwise(two, "k", ROWS)[1]
+
+
+def test_the_strided_start_keeps_a_warp_of_columns():
+    op = recognize_rowwise(L2_CHANNELS, "k", CHANNELS)[0]
+    t = ROW_TEMPLATES[1]
+    long = type(op)(**{**op.__dict__, "j_timing": 1000, "i_timing": 4096})
+    assert t.tune_space.violated(t.start_for(long), [{}]) is None, t.start_for(long)

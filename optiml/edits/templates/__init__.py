@@ -416,11 +416,24 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
     kernel = sig + rest
     launch = (f'// optiml:launch {{grid = ["cdiv({g.n_size}, {t.tile_n})", "cdiv({g.m_size}, {t.tile_m})"], '
               f'block = ["{t.threads}"], shared_mem = "{t.shared_mem}"}}')
-    block = ("".join(ln + "\n" for ln in includes)
-             + f"// the entry {g.entry} as optiml's {t.name} template: {g.describe()}\n" + launch + "\n"
-             + "\n".join(defines) + "\n" + helpers + kernel.rstrip() + "\n")
+    prelude = ("".join(ln + "\n" for ln in includes)
+               + f"// the entry {g.entry} as optiml's {t.name} template: {g.describe()}\n" + launch + "\n"
+               + "\n".join(defines) + "\n" + helpers)
+    return place(source, fn, prelude, kernel.rstrip() + "\n")
+
+
+def place(source: str, fn, prelude: str, kernel: str) -> str:
+    """``source`` with the entry ``fn`` replaced by ``kernel`` and ``prelude`` (includes, macros,
+    helper templates) just before it, or, where the entry sits inside a linkage block (``extern
+    "C"``, where templates may not be declared), before that block."""
+    top = fn
+    while top.parent is not None and top.parent.type != "translation_unit":
+        top = top.parent
     data = source.encode("utf-8")
-    return data[:fn.start_byte].decode("utf-8") + block + data[fn.end_byte:].decode("utf-8")
+    if top == fn:
+        return data[:fn.start_byte].decode("utf-8") + prelude + kernel + data[fn.end_byte:].decode("utf-8")
+    return (data[:top.start_byte].decode("utf-8") + prelude + data[top.start_byte:fn.start_byte].decode("utf-8")
+            + kernel + data[fn.end_byte:].decode("utf-8"))
 
 
 def template_transforms(source: str, entry: str, spec, arch: str | None = None,

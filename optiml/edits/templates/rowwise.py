@@ -24,13 +24,16 @@ from importlib import resources
 
 from ...source import _walk
 from ..cutree import _entry_def, _params, _shared_arrays, _splice, _t, _tree
-from . import Spaced
+from . import Spaced, place
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
 _SIZE = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}
 _INDEX = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim|warpSize)\b")
-_SYNC = re.compile(r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|atomic\w+|__threadfence\w*)\b")
-_OPS = {"fmaxf": "fmaxf", "fminf": "fminf", "max": "max", "min": "min", "fmax": "fmax", "fmin": "fmin"}
+_SYNC = re.compile(r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|atomic\w+|__threadfence\w*|__reduce_\w+_sync)\b|"
+                   r"\bcg::|\bcooperative_groups::")
+_OPS = {"fmaxf": "fmaxf", "fminf": "fminf", "max": "max", "min": "min", "fmax": "fmax", "fmin": "fmin",
+        "__hmax": "__hmax", "__hmin": "__hmin"}
+_COMBINE = re.compile(r"S|S\s*\+\s*S|(fmaxf|fminf|fmax|fmin|max|min|__hmax|__hmin)\s*\(\s*S\s*,\s*S\s*\)")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Step:
     body: str                      # C++ text: the statement, or the loop body over optiml_v / optiml_j
     accs: tuple = ()               # reduce: ((name, op), ...); op "+" or a function name
     sides: tuple = ()              # ((array, element type), ...): 1-D arrays along the row read as A[j]
+    results: tuple = ()            # reduce: the template's name for each reduced value (after the pass)
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,8 @@ class RowTemplate(Spaced):
             fs *= 2
         items = min(64 // vec, 1 << math.ceil(math.log2(max(1, -(-j // fs)))))
         items = max(items, 4)
-        return {"OPTIML_THREADS": 256, "OPTIML_FS": fs, "OPTIML_VEC": vec, "OPTIML_ITEMS": items}
+        threads = 256 if 256 // fs >= 32 else 512            # at least a warp of columns
+        return {"OPTIML_THREADS": threads, "OPTIML_FS": fs, "OPTIML_VEC": vec, "OPTIML_ITEMS": items}
 
 
 ROW_TEMPLATES = (
@@ -141,6 +146,8 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
     fn, fdecl = _entry_def(root, entry)
     if fn is None or spec is None:
         return None, None
+    if fn.parent is not None and fn.parent.type == "template_declaration":
+        return None, "not templated: the entry is a C++ template"
     params = {name for name, *_ in _params(fdecl)}
     pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
     outs = [a for a in spec.args if a.role == "output" and len(a.shape) >= 2]
@@ -165,7 +172,7 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
                         dims.setdefault(d, []).append(n)
     if not dims:
         return None, None
-    inner = {d: [n for n in ls if not any(m is not n and m in ls2 for ls2 in dims.values() for m in _walk(n))]
+    inner = {d: [n for n in ls if not any(m != n and m in ls2 for ls2 in dims.values() for m in _walk(n))]
              for d, ls in dims.items()}
     dims = {d: ls for d, ls in dims.items() if ls and inner[d] == ls}   # loops over rows around the row's loops: containers
     if not dims:
@@ -185,7 +192,12 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
         # 1-D arrays along the row (a norm's weight and bias): read as A[j], loaded as vectors like the row
         sides = {a.name: _ELEMENT[a.dtype] for a in spec.args if a.role == "input" and a.name in pointers and
                  [str(s) for s in a.shape] == [shape[dim]] and a.dtype in _ELEMENT}
-        steps = _Program(fn, set(loops), x.name, y.name, pointers, params, _shared_arrays(fn), sides).run(body)
+        # device functions that reduce across threads (a warpReduceSum): calling one combines partials
+        helpers = {_t(d.child_by_field_name("declarator")) for d in _walk(root) if d.type == "function_declarator"
+                   and d.parent is not None and d.parent.type == "function_definition" and d.parent is not fn
+                   and _SYNC.search(_t(d.parent))}
+        steps = _Program(fn, set(loops), x.name, y.name, pointers, params, _shared_arrays(fn), sides,
+                         helpers).run(body)
     except _Refuse as e:
         return None, str(e)
     if x.dtype not in _ELEMENT or y.dtype not in _ELEMENT:
@@ -215,13 +227,16 @@ def _bound(loop):
 class _Program:
     """Walks the kernel body in order and collects the steps (see the module)."""
 
-    def __init__(self, fn, loops, x, y, pointers, params, shared, sides=None):
+    def __init__(self, fn, loops, x, y, pointers, params, shared, sides=None, helpers=()):
         self.sides = dict(sides or {})
+        self.helper_call = re.compile(r"\b(" + "|".join(map(re.escape, sorted(helpers))) + r")\s*\(") if helpers else None
+        self.declared_kept: set[str] = set()
         self.loops, self.x, self.y, self.pointers, self.params = loops, x, y, pointers, params
         self.shared = set(shared)
         self.xs, self.ys = {x}, {y}           # X and Y, and local pointers into them
         self.dropped: set[str] = set()         # names of the kernel's own indexing, gone in the template
         self.accs: dict[str, str] = {}         # reduced scalar -> its op
+        self.result_of: dict[str, str] = {}    # reduced scalar -> the template's name for its last reduced value
         self.last: list[str] = []              # the last reduction's scalars
         self.shared_of: dict[str, str] = {}    # shared array -> the scalar stored into it
         self.steps: list[Step] = []
@@ -249,10 +264,15 @@ class _Program:
             return
         if s.type == "compound_statement":
             return self.block(s)
+        if s.type.startswith("preproc"):
+            if t.lstrip().startswith("#pragma"):
+                return
+            raise _Refuse(f"not templated: a preprocessor line inside the kernel: {_short(t)}")
         if s.type == "for_statement" and s in self.loops:
             return self.row_loop(s)
+        self._no_global_writes(s)
         if self._machinery(s):
-            return self._note_shared(s)
+            return self._combined(s)
         if s.type == "for_statement" or s.type == "while_statement":
             if any(n in self.loops for n in _walk(s)):       # a loop over rows around the row's code
                 init = s.child_by_field_name("initializer")
@@ -263,6 +283,9 @@ class _Program:
         if s.type == "if_statement":
             cons = s.child_by_field_name("consequence")
             if re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(cons).strip()) and s.child_by_field_name("alternative") is None:
+                cond = set(_identifiers(s.child_by_field_name("condition")))
+                if cond & (self.scalars | set(self.accs)):
+                    raise _Refuse(f"not templated: a return that depends on the row's values: {_short(t)}")
                 return                                        # a guard of the kernel's own indexing
             if any(n in self.loops for n in _walk(cons)) and s.child_by_field_name("alternative") is None:
                 return self.statement(cons)                  # `if (row < rows) { ... }`
@@ -279,7 +302,8 @@ class _Program:
         t = _t(s)
         if s.type == "declaration" and "__shared__" in t:
             return True
-        if _SYNC.search(t) and not any(n in self.loops for n in _walk(s)):
+        if (_SYNC.search(t) or (self.helper_call and self.helper_call.search(t))) and \
+                not any(n in self.loops for n in _walk(s)):
             if s.type in ("for_statement", "if_statement", "expression_statement", "compound_statement", "declaration"):
                 return True
         if s.type == "expression_statement":
@@ -308,16 +332,75 @@ class _Program:
                 return True
         return False
 
-    def _note_shared(self, s):
-        """``sh[t] = acc``: the shared array ``sh`` holds the partial results of ``acc``."""
+    def _no_global_writes(self, s):
+        """A store or atomic into an argument outside the row's map (a second output, a statistic
+        per row): the templates write Y only, so such a kernel is refused."""
+        inside = [(lp.start_byte, lp.end_byte) for lp in self.loops]
         for n in _walk(s):
-            if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "=":
-                left, right = n.child_by_field_name("left"), _t(n.child_by_field_name("right")).strip()
-                base = left
-                while base.type == "subscript_expression":
-                    base = base.child_by_field_name("argument")
-                if _t(base) in self.shared and right in self.accs:
-                    self.shared_of[_t(base)] = right
+            if any(a <= n.start_byte < b for a, b in inside):
+                continue
+            target = None
+            if n.type in ("assignment_expression", "update_expression"):
+                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            elif n.type == "call_expression" and re.match(r"atomic\w+$", _t(n.child_by_field_name("function"))):
+                a = n.child_by_field_name("arguments")
+                target = a.named_children[0] if a is not None and a.named_children else None
+            if target is None:
+                continue
+            names = {_t(x) for x in _walk(target) if x.type == "identifier"}
+            hit = names & ((self.pointers | self.xs | self.ys) - self.shared)
+            if hit and target.type != "identifier":
+                raise _Refuse(f"not templated: {_short(_t(n))} writes {sorted(hit)[0]} outside the row's map")
+
+    def _combined(self, s):
+        """Machinery: remember which scalar each shared array holds partial results of (``sh[t] =
+        acc``; a combine such as ``sh[t] += sh[t + s]`` keeps it; anything else makes it unknown),
+        and where the kernel copies a combined result into a scalar (``tot += sh[w]`` in a last loop,
+        ``float t = __shfl_sync(m, s, 0)``), the template's reduced value is that scalar's."""
+        for n in _walk(s):
+            if n.type != "assignment_expression":
+                continue
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            base = _base(left)
+            if base in self.shared:
+                r = _t(right).strip()
+                if r in self.accs:
+                    self.shared_of[base] = r
+                elif not _is_combine(right, self.shared) and base in self.shared_of:
+                    self.shared_of[base] = None
+        # a scalar given the combined value: `tot += sh[w]`, `s = warpReduceSum(s)`, `m = __shfl_sync(.., m, 0)`
+        for n in _walk(s):
+            if n.type == "assignment_expression" and n.child_by_field_name("left").type == "identifier":
+                name = _t(n.child_by_field_name("left"))
+                acc = self._source_of(n.child_by_field_name("right"))
+                if acc is not None and name in self.scalars | set(self.accs):
+                    self.steps.append(Step("stmt", f"{name} = {self.result_of[acc]};"))
+        if s.type == "declaration" and "__shared__" not in _t(s):
+            declared = _declared(s)
+            acc = self._source_of(s)
+            t = s.child_by_field_name("type")
+            if acc is not None and len(declared) == 1 and t is not None:
+                self._declare(declared)
+                self.scalars |= declared
+                self.steps.append(Step("stmt", f"{_t(t)} {next(iter(declared))} = {self.result_of[acc]};"))
+            else:
+                self.dropped |= declared - self.shared
+
+    def _source_of(self, node) -> str | None:
+        """The reduced scalar an expression of the kernel's combining carries, when there is one."""
+        names = set(_identifiers(node))
+        accs = names & set(self.accs)
+        via = {self.shared_of.get(a) for a in names & self.shared}
+        if None in via and names & self.shared:
+            return None
+        found = accs | via
+        return found.pop() if len(found) == 1 else None
+
+    def _declare(self, declared: set[str]):
+        twice = declared & self.declared_kept
+        if twice:
+            raise _Refuse(f"not templated: {sorted(twice)[0]} is declared twice (in separate scopes of the kernel)")
+        self.declared_kept |= declared
 
     def scalar(self, s):
         t = _t(s)
@@ -333,6 +416,7 @@ class _Program:
             self.dropped |= declared
             return
         text = self._reduced_reads(s)
+        self._declare(declared)
         self.scalars |= declared
         self.steps.append(Step("stmt", text))
 
@@ -341,19 +425,67 @@ class _Program:
         the kernel's own reduction) replaced by the reduced scalar."""
         edits = []
         for n in _walk(node):
-            if n.type == "subscript_expression":
-                base = _t(n.child_by_field_name("argument"))
+            if n.type == "subscript_expression" and (n.parent is None or n.parent.type != "subscript_expression"):
+                base = _base(n)
                 if base in self.shared:
-                    idx = _t(n.child_by_field_name("indices") or n).strip("[] ")
-                    if not re.fullmatch(r"0", idx):
-                        raise _Refuse(f"not templated: {_short(_t(node))} reads {base}[{idx}]")
+                    chain, idx = n, []
+                    while chain.type == "subscript_expression":
+                        idx.append(_t(chain.child_by_field_name("indices") or chain).strip("[] "))
+                        chain = chain.child_by_field_name("argument")
+                    if any(i != "0" for i in idx):
+                        raise _Refuse(f"not templated: {_short(_t(node))} reads {base} at {', '.join(idx)}")
+                    if base in self.shared_of and self.shared_of[base] is None:
+                        raise _Refuse(f"not templated: {base} holds something other than a reduction's partial results")
                     acc = self.shared_of.get(base) or (self.last[0] if len(self.last) == 1 else None)
                     if acc is None:
                         raise _Refuse(f"not templated: which reduction {base}[0] holds is not clear")
-                    edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, acc))
+                    edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, self.result_of[acc]))
         return _splice(_t(node), edits)
 
     # -- loops over the row
+    def _row_loop_shape(self, loop, var, body, stores, accs):
+        """What makes a loop one pass over the row, element by element: it starts at 0 (one thread
+        walks the row, one step at a time) or at the kernel's own thread index (striding); each X it
+        reads is at one index that holds the variable once, as a term; a store of Y is not under a
+        condition; an accumulator is read only by its own update; no scalar is counted with ++."""
+        init = loop.child_by_field_name("initializer")
+        update = loop.child_by_field_name("update")
+        start = _t(init).split("=", 1)[1].strip().rstrip(";").strip() if init is not None and "=" in _t(init) else None
+        if start is None:
+            raise _Refuse("not templated: a loop over the row without a start")
+        step = re.sub(r"\s+", "", _t(update)) if update is not None else ""
+        if re.fullmatch(r"0[uUlL]*", start):
+            if step not in (f"{var}++", f"++{var}", f"{var}+=1", f"{var}={var}+1"):
+                raise _Refuse(f"not templated: a loop over the row by steps of {step}")
+        elif not (set(_identifiers(init)) & self.dropped or _INDEX.search(start)) or not step.startswith(f"{var}+="):
+            raise _Refuse(f"not templated: a loop over the row from {start} by {step}")
+        indices = set()
+        for n in _walk(body):
+            if n.type == "subscript_expression" and _base(n) in self.xs:
+                idx = re.sub(r"\s+", "", _t(n.child_by_field_name("indices") or n)[1:-1])
+                idx = re.sub(r"\((size_t|int|long long|long|unsigned|int64_t)\)", "", idx)
+                indices.add(idx)
+                terms = re.split(r"(?<![\[(*/%])[+]", idx)
+                own = [t for t in terms if re.search(rf"(?<![\w.]){re.escape(var)}(?!\w)", t)]
+                if len(own) != 1 or not re.fullmatch(rf"\(?{re.escape(var)}\)?(\*\(?[\w.]+\)?)*|(\(?[\w.]+\)?\*)+\(?{re.escape(var)}\)?", own[0]) \
+                        or any(re.fullmatch(r"\(?-?\d+[uUlL]*\)?", t) for t in terms) or "-" in idx:
+                    raise _Refuse(f"not templated: {_short(_t(n))} is not the row's element {var}")
+            if n.type == "update_expression" and _t(n.child_by_field_name("argument")) != var:
+                raise _Refuse(f"not templated: {_short(_t(n))} counts in a loop over the row")
+        if len(indices) > 1:
+            raise _Refuse(f"not templated: the loop over the row reads X at {len(indices)} different places")
+        for s in stores:
+            up = s.parent
+            while up is not None and up != loop:
+                if up.type in ("if_statement", "conditional_expression", "switch_statement"):
+                    raise _Refuse("not templated: the output is stored under a condition")
+                up = up.parent
+        for name, op in accs.items():
+            uses = sum(1 for n in _walk(body) if n.type == "identifier" and _t(n) == name)
+            own = 1 if op == "+" and not re.search(rf"{re.escape(name)}\s*=\s*{re.escape(name)}\s*\+", _t(body)) else 2
+            if uses != own:
+                raise _Refuse(f"not templated: {name} is read in its own loop, not only accumulated")
+
     def row_loop(self, loop):
         var = _bound(loop)[0]
         body = loop.child_by_field_name("body")
@@ -381,6 +513,7 @@ class _Program:
                             raise _Refuse(f"not templated: {_short(_t(n))} is not an accumulation")
                     else:
                         raise _Refuse(f"not templated: {_short(_t(n))} is not an accumulation")
+        self._row_loop_shape(loop, var, body, stores, accs)
         element = [n for n in _walk(body) if n.type == "subscript_expression" and _base(n) in self.xs | self.ys]
         for n in _walk(body):
             if n.type == "subscript_expression" and _base(n) in self.ys and not any(n.parent == s for s in stores):
@@ -388,7 +521,8 @@ class _Program:
             if n.type == "identifier" and _t(n) in self.dropped and _t(n) != var and \
                     not any(e.start_byte <= n.start_byte and n.end_byte <= e.end_byte for e in element):
                 raise _Refuse(f"not templated: the loop over the row uses {_t(n)}, the kernel's own index")
-            if n.type in ("for_statement", "while_statement", "return_statement", "break_statement"):
+            if n.type in ("for_statement", "while_statement", "return_statement", "break_statement", "continue_statement",
+                          "goto_statement", "do_statement", "switch_statement"):
                 raise _Refuse("not templated: a loop over the row with its own control flow")
         if not any(n.type == "subscript_expression" and _base(n) in self.xs for n in _walk(body)):
             raise _Refuse("not templated: a loop over the row that does not read X")
@@ -399,6 +533,14 @@ class _Program:
         edits, sides = [], {}
         for n in _walk(body):
             if n.type == "subscript_expression" and _base(n) in self.xs:
+                up = n.parent
+                if up is not None and up.type == "pointer_expression":       # &X[i]: only as __ldg(&X[i])
+                    call = up.parent.parent if up.parent is not None else None
+                    if call is not None and call.type == "call_expression" and \
+                            _t(call.child_by_field_name("function")) in ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu"):
+                        edits.append((call.start_byte, call.end_byte, "optiml_v"))
+                        continue
+                    raise _Refuse(f"not templated: the row's address is taken ({_short(_t(up))})")
                 edits.append((n.start_byte, n.end_byte, "optiml_v"))
             elif n.type == "subscript_expression" and _t(n.child_by_field_name("argument")) in self.sides and \
                     _t(n.child_by_field_name("indices") or n).strip("[] ") == var:
@@ -427,7 +569,22 @@ class _Program:
                 raise _Refuse("not templated: a loop over the row that neither reduces nor writes")
             self.accs.update(accs)
             self.last = list(accs)
-            self.steps.append(Step("reduce", text, tuple(sorted(accs.items())), tuple(sorted(sides.items()))))
+            k = len(self.steps)
+            ordered = tuple(sorted(accs.items()))
+            results = tuple(f"optiml_r{k}_{name}" for name, _ in ordered)
+            self.result_of.update({name: r for (name, _), r in zip(ordered, results)})
+            self.steps.append(Step("reduce", text, ordered, tuple(sorted(sides.items())), results))
+
+
+def _is_combine(right, shared) -> bool:
+    """``right`` combines shared partial results (``sh[a] + sh[b]``, ``fmaxf(sh[a], sh[b])``, one
+    ``sh[a]``) or fills with a constant (the identity before the partials go in)."""
+    edits = [(n.start_byte - right.start_byte, n.end_byte - right.start_byte, "S") for n in _walk(right)
+             if n.type == "subscript_expression" and _base(n) in shared and
+             (n.parent is None or n.parent.type != "subscript_expression")]
+    text = _splice(_t(right), edits).strip()
+    return bool(_COMBINE.fullmatch(text) or re.fullmatch(r"-?\(?\s*(\d+\.?\d*([eE][+-]?\d+)?[fF]?|INFINITY|FLT_MAX|"
+                                                         r"-FLT_MAX|-INFINITY)\s*\)?", text))
 
 
 def _base(sub) -> str:
@@ -502,8 +659,8 @@ def instantiate_rowwise(source: str, op: RowOp, values: dict | None = None, temp
     head = f"// the entry {op.entry} as optiml's {t.name} template: {op.describe()}\n{launch}\n"
     includes = "".join(ln + "\n" for ln in text.splitlines() if ln.startswith("#include") and ln not in source)
     text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#include")) + "\n"
-    data = source.encode("utf-8")
-    return data[:fn.start_byte].decode("utf-8") + includes + head + text + data[fn.end_byte:].decode("utf-8")
+    cut = text.index("__global__ void")
+    return place(source, fn, includes + head + text[:cut], text[cut:])
 
 
 def _combine(op: str, a: str, b: str) -> str:
