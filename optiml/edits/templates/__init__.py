@@ -16,22 +16,9 @@ from dataclasses import dataclass
 from importlib import resources
 
 from ...source import _walk
-from ...spec.space import TuneSpace
 from ..cutree import Transform, _entry_def, _flat, _params, _shared_arrays, _t, _tree
-
-
-class Spaced:
-    """A template's default space in the [tune] form: its ``space`` (each name's values) and the
-    ``restrictions`` every point must satisfy."""
-
-    @property
-    def tune_space(self) -> TuneSpace:
-        return TuneSpace(tuple((k, tuple(v)) for k, v in self.space.items()), tuple(self.restrictions))
-
-    def points(self) -> list[dict]:
-        """Every point of the default space its restrictions allow."""
-        sp = self.tune_space
-        return [p for p in sp.points() if sp.violated(p, [{}]) is None]
+from ...spec.space import TuneSpace
+from .common import Spaced, place
 
 
 @dataclass(frozen=True)
@@ -420,20 +407,6 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
                + f"// the entry {g.entry} as optiml's {t.name} template: {g.describe()}\n" + launch + "\n"
                + "\n".join(defines) + "\n" + helpers)
     return place(source, fn, prelude, kernel.rstrip() + "\n")
-
-
-def place(source: str, fn, prelude: str, kernel: str) -> str:
-    """``source`` with the entry ``fn`` replaced by ``kernel`` and ``prelude`` (includes, macros,
-    helper templates) just before it, or, where the entry sits inside a linkage block (``extern
-    "C"``, where templates may not be declared), before that block."""
-    top = fn
-    while top.parent is not None and top.parent.type != "translation_unit":
-        top = top.parent
-    data = source.encode("utf-8")
-    if top == fn:
-        return data[:fn.start_byte].decode("utf-8") + prelude + kernel + data[fn.end_byte:].decode("utf-8")
-    return (data[:top.start_byte].decode("utf-8") + prelude + data[top.start_byte:fn.start_byte].decode("utf-8")
-            + kernel + data[fn.end_byte:].decode("utf-8"))
 
 
 def template_transforms(source: str, entry: str, spec, arch: str | None = None,

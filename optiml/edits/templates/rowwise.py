@@ -24,7 +24,7 @@ from importlib import resources
 
 from ...source import _walk
 from ..cutree import _entry_def, _params, _shared_arrays, _splice, _t, _tree
-from . import Spaced, place
+from .common import Spaced, place
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
 _SIZE = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}
