@@ -96,7 +96,7 @@ GEMM_TEMPLATES = (
     GemmTemplate("gemm_tf32_mma", ("float32",),
                  {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 32, "OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 4,
                   "OPTIML_STAGES": 3},
-                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [16, 32],
+                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [32],
                   "OPTIML_WARPS_M": [2, 4], "OPTIML_WARPS_N": [2, 4], "OPTIML_STAGES": [2, 3, 4]},
                  "tensor cores in TF32 through mma.sync m16n8k8 with fp32 accumulation (inputs rounded to 10-bit "
                  "mantissas), the next STAGES - 1 tiles copied by cp.async while one is multiplied; only with --tf32", 1.3,
