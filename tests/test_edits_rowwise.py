@@ -425,3 +425,41 @@ def test_the_strided_start_keeps_a_warp_of_columns():
     t = ROW_TEMPLATES[1]
     long = type(op)(**{**op.__dict__, "j_timing": 1000, "i_timing": 4096})
     assert t.tune_space.violated(t.start_for(long), [{}]) is None, t.start_for(long)
+
+
+ATOMIC_TOTAL = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    __shared__ float total;
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float s = 0.f;
+    if (threadIdx.x == 0) total = 0.f;
+    __syncthreads();
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c] * xr[c];
+    atomicAdd(&total, s);
+    __syncthreads();
+    float r = rsqrtf(total / cols + 1e-6f);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[(size_t)blockIdx.x * cols + c] = xr[c] * r;
+}
+"""
+
+
+def test_a_shared_total_filled_by_atomics_is_the_reduced_value(tmp_path):
+    op, why = recognize_rowwise(ATOMIC_TOTAL, "k", ROWS)
+    assert op is not None, why
+    assert "float r = rsqrtf(optiml_r1_s / cols + 1e-6f);" in [s.body for s in op.steps]
+    if NVCC is not None:
+        assert build_all(tmp_path, [instantiate_rowwise(ATOMIC_TOTAL, op)], "k") == []
+
+
+@pytest.mark.parametrize("source,reason", [
+    (NAIVE_SOFTMAX.replace("x[(size_t)r * cols + j] - m) / s", "x[(size_t)r * cols + 2 * j] - m) / s"), "is not the row's element"),
+    (NAIVE_SOFTMAX.replace("y[(size_t)r * cols + j] =", "y[j] ="), "is not the row's element"),
+    (NAIVE_SOFTMAX.replace("m = max(m, x[(size_t)r * cols + j]);", "m = max(m, x[(size_t)j * rows + r]);"), "is not the row's element"),
+    (NAIVE_SOFTMAX.replace("m = max(m, x[(size_t)r * cols + j]);", "m = max(m, x[(size_t)r * cols + j]) * 0.5f;"), "is not an accumulation"),
+    (BLOCK_SUM.replace("float inv = 1.f / s;", "float inv = 1.f / __shfl_sync(0xffffffffu, s, 0);"), "arithmetic around"),
+    (BLOCK_SUM.replace("s += sh[w];", "s += sh[w] * 2.f;"), "arithmetic around"),
+    (BLOCK_SUM.replace("s = 0.f;\n    for (int w = 0; w < THREADS / 32; w++) s += sh[w];", "s = sh[1];"), "arithmetic around"),
+])
+def test_programs_that_would_differ_found_by_a_second_review_are_refused(source, reason):
+    op, why = recognize_rowwise(source, "k", ROWS)
+    assert op is None and why is not None and reason in why, why

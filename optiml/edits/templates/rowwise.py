@@ -196,8 +196,9 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
         helpers = {_t(d.child_by_field_name("declarator")) for d in _walk(root) if d.type == "function_declarator"
                    and d.parent is not None and d.parent.type == "function_definition" and d.parent is not fn
                    and _SYNC.search(_t(d.parent))}
+        strides = {kernel_size(s) for s in shape[dim + 1:]} - {"1"}
         steps = _Program(fn, set(loops), x.name, y.name, pointers, params, _shared_arrays(fn), sides,
-                         helpers).run(body)
+                         helpers, strides).run(body)
     except _Refuse as e:
         return None, str(e)
     if x.dtype not in _ELEMENT or y.dtype not in _ELEMENT:
@@ -227,12 +228,15 @@ def _bound(loop):
 class _Program:
     """Walks the kernel body in order and collects the steps (see the module)."""
 
-    def __init__(self, fn, loops, x, y, pointers, params, shared, sides=None, helpers=()):
+    def __init__(self, fn, loops, x, y, pointers, params, shared, sides=None, helpers=(), strides=()):
+        self.x, self.y = x, y
+        self.strides = set(strides)            # the kernel's names of the sizes after the reduced dimension
         self.sides = dict(sides or {})
         self.helper_call = re.compile(r"\b(" + "|".join(map(re.escape, sorted(helpers))) + r")\s*\(") if helpers else None
         self.declared_kept: set[str] = set()
         self.loops, self.x, self.y, self.pointers, self.params = loops, x, y, pointers, params
-        self.shared = set(shared)
+        self.shared = set(shared) | {d for n in _walk(fn) if n.type == "declaration" and "__shared__" in _t(n)
+                                     for d in _declared(n)}
         self.xs, self.ys = {x}, {y}           # X and Y, and local pointers into them
         self.dropped: set[str] = set()         # names of the kernel's own indexing, gone in the template
         self.accs: dict[str, str] = {}         # reduced scalar -> its op
@@ -370,9 +374,19 @@ class _Program:
                     self.shared_of[base] = None
         # a scalar given the combined value: `tot += sh[w]`, `s = warpReduceSum(s)`, `m = __shfl_sync(.., m, 0)`
         for n in _walk(s):
+            if n.type == "call_expression" and re.match(r"atomic(Add|Max|Min)$", _t(n.child_by_field_name("function"))):
+                a = [x for x in n.child_by_field_name("arguments").named_children if x.type != "comment"]
+                target = _t(a[0]).lstrip("&").strip() if a else ""
+                if target in self.shared and len(a) == 2 and _t(a[1]).strip() in self.accs:
+                    self.shared_of[target] = _t(a[1]).strip()     # atomicAdd(&total, s): total holds s's sum
             if n.type == "assignment_expression" and n.child_by_field_name("left").type == "identifier":
                 name = _t(n.child_by_field_name("left"))
-                acc = self._source_of(n.child_by_field_name("right"))
+                right = n.child_by_field_name("right")
+                if name in self.accs and name in _identifiers(right):   # a step of the kernel's own
+                    if _SYNC.search(_t(right)) or (self.helper_call and self.helper_call.search(_t(right))) or \
+                            set(_identifiers(right)) & self.shared:                       # shuffle or tree combine
+                        continue
+                acc = self._source_of(right)
                 if acc is not None and name in self.scalars | set(self.accs):
                     self.steps.append(Step("stmt", f"{name} = {self.result_of[acc]};"))
         if s.type == "declaration" and "__shared__" not in _t(s):
@@ -387,14 +401,56 @@ class _Program:
                 self.dropped |= declared - self.shared
 
     def _source_of(self, node) -> str | None:
-        """The reduced scalar an expression of the kernel's combining carries, when there is one."""
+        """The reduced scalar an expression of the kernel's combining carries: the scalar itself, a
+        shuffle or a reducing helper of it alone (``__shfl_sync(m, s, 0)``, ``warpSum(s)``), a shared
+        array holding its partials (``sh[w]`` in a loop, ``sh[0]``), or ``c ? that : 0``; None where
+        the expression carries none. Arithmetic around such a value is refused (the template keeps
+        the value, not the arithmetic)."""
+        if node.type == "init_declarator" or node.type == "declaration":
+            vals = [n.child_by_field_name("value") for n in _walk(node) if n.type == "init_declarator"]
+            if len(vals) != 1 or vals[0] is None:
+                return None
+            node = vals[0]
         names = set(_identifiers(node))
-        accs = names & set(self.accs)
-        via = {self.shared_of.get(a) for a in names & self.shared}
-        if None in via and names & self.shared:
+        if not names & (set(self.accs) | self.shared):
             return None
-        found = accs | via
-        return found.pop() if len(found) == 1 else None
+        found = self._exact(node)
+        if found is None:
+            raise _Refuse(f"not templated: arithmetic around the kernel's own combining ({_short(_t(node))})")
+        return found
+
+    def _exact(self, node) -> str | None:
+        while node.type == "parenthesized_expression" and node.named_children:
+            node = node.named_children[0]
+        t = _t(node).strip()
+        if node.type == "identifier":
+            if t in self.accs:
+                return t
+            return self.shared_of.get(t) if t in self.shared else None
+        if node.type == "subscript_expression" and _base(node) in self.shared:
+            idx = []
+            chain = node
+            while chain.type == "subscript_expression":
+                idx.append(_t(chain.child_by_field_name("indices") or chain).strip("[] "))
+                chain = chain.child_by_field_name("argument")
+            if any(re.fullmatch(r"\d+[uU]?", i) and i != "0" for i in idx):
+                return None                                       # one warp's partial, not the whole
+            return self.shared_of.get(_base(node))
+        if node.type == "conditional_expression":
+            alt = node.child_by_field_name("alternative")
+            if alt is not None and re.fullmatch(r"-?\d+\.?\d*([eE][+-]?\d+)?[fF]?|-?INFINITY|-?FLT_MAX", _t(alt).strip()):
+                return self._exact(node.child_by_field_name("consequence"))
+            return None
+        if node.type == "call_expression":
+            fn = _t(node.child_by_field_name("function"))
+            args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]
+            carried = [a for a in args if set(_identifiers(a)) & (set(self.accs) | self.shared)]
+            if len(carried) != 1:
+                return None
+            if re.fullmatch(r"__shfl\w*_sync|__reduce_\w+_sync|cg::\w+|cooperative_groups::\w+", fn) or \
+                    (self.helper_call is not None and self.helper_call.match(fn + "(") and len(args) == 1):
+                return self._exact(carried[0])
+        return None
 
     def _declare(self, declared: set[str]):
         twice = declared & self.declared_kept
@@ -440,6 +496,11 @@ class _Program:
                     if acc is None:
                         raise _Refuse(f"not templated: which reduction {base}[0] holds is not clear")
                     edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, self.result_of[acc]))
+            elif n.type == "identifier" and _t(n) in self.shared and (n.parent is None or n.parent.type != "subscript_expression"):
+                acc = self.shared_of.get(_t(n))
+                if acc is None:
+                    raise _Refuse(f"not templated: {_short(_t(node))} reads {_t(n)}, shared, not a reduction's result")
+                edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, self.result_of[acc]))
         return _splice(_t(node), edits)
 
     # -- loops over the row
@@ -461,14 +522,22 @@ class _Program:
             raise _Refuse(f"not templated: a loop over the row from {start} by {step}")
         indices = set()
         for n in _walk(body):
-            if n.type == "subscript_expression" and _base(n) in self.xs:
+            is_store = n.type == "subscript_expression" and _base(n) in self.ys and any(n.parent == s for s in stores)
+            if n.type == "subscript_expression" and (_base(n) in self.xs or is_store):
                 idx = re.sub(r"\s+", "", _t(n.child_by_field_name("indices") or n)[1:-1])
                 idx = re.sub(r"\((size_t|int|long long|long|unsigned|int64_t)\)", "", idx)
-                indices.add(idx)
+                if not is_store:
+                    indices.add(idx)
                 terms = re.split(r"(?<![\[(*/%])[+]", idx)
                 own = [t for t in terms if re.search(rf"(?<![\w.]){re.escape(var)}(?!\w)", t)]
-                if len(own) != 1 or not re.fullmatch(rf"\(?{re.escape(var)}\)?(\*\(?[\w.]+\)?)*|(\(?[\w.]+\)?\*)+\(?{re.escape(var)}\)?", own[0]) \
-                        or any(re.fullmatch(r"\(?-?\d+[uUlL]*\)?", t) for t in terms) or "-" in idx:
+                factors = re.split(r"\*", own[0].replace("(", "").replace(")", "")) if len(own) == 1 else []
+                others = [f for f in factors if f != var]
+                rest = set(re.findall(r"[A-Za-z_]\w*", "+".join(t for t in terms if t not in own)))
+                whole = _base(n) in (self.x, self.y)               # the argument itself: the row's offset in the index
+                if len(own) != 1 or factors.count(var) != 1 or not set(others) <= self.strides \
+                        or any(re.fullmatch(r"\(?-?\d+[uUlL]*\)?", t) for t in terms) or "-" in idx \
+                        or rest & (self.scalars | set(self.accs)) or \
+                        (whole and not rest & (self.dropped | {"blockIdx", "threadIdx", "blockDim", "gridDim"})):
                     raise _Refuse(f"not templated: {_short(_t(n))} is not the row's element {var}")
             if n.type == "update_expression" and _t(n.child_by_field_name("argument")) != var:
                 raise _Refuse(f"not templated: {_short(_t(n))} counts in a loop over the row")
@@ -504,7 +573,8 @@ class _Program:
                     if op == "+=":
                         accs[name] = "+"
                     elif op == "=":
-                        m = re.fullmatch(r"\s*(\w+)\s*\((.*)\)\s*", r, re.S)
+                        rn = n.child_by_field_name("right")
+                        m = re.fullmatch(r"\s*(\w+)\s*\((.*)\)\s*", r, re.S) if rn.type == "call_expression" else None
                         if m and m.group(1) in _OPS and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", m.group(2)):
                             accs[name] = m.group(1)
                         elif re.match(rf"\s*{re.escape(name)}\s*\+", r):
@@ -585,6 +655,13 @@ def _is_combine(right, shared) -> bool:
     text = _splice(_t(right), edits).strip()
     return bool(_COMBINE.fullmatch(text) or re.fullmatch(r"-?\(?\s*(\d+\.?\d*([eE][+-]?\d+)?[fF]?|INFINITY|FLT_MAX|"
                                                          r"-FLT_MAX|-INFINITY)\s*\)?", text))
+
+
+def _ancestors(node):
+    up = node.parent
+    while up is not None:
+        yield up
+        up = up.parent
 
 
 def _base(sub) -> str:
