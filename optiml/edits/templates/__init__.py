@@ -148,10 +148,11 @@ _MARK = re.compile(r"^// the entry (\w+) as optiml's (\w+) template:", re.M)
 
 def template_space(source: str, entry: str) -> TuneSpace | None:
     """The default space of the template ``entry`` was instantiated from (its mark in ``source``), if it was."""
+    from .flat import FLAT_TEMPLATES
     from .rowwise import ROW_TEMPLATES
     for m in _MARK.finditer(source):
         if m.group(1) == entry:
-            t = next((t for t in GEMM_TEMPLATES + ROW_TEMPLATES if t.name == m.group(2)), None)
+            t = next((t for t in GEMM_TEMPLATES + ROW_TEMPLATES + FLAT_TEMPLATES if t.name == m.group(2)), None)
             return t.tune_space if t is not None else None
     return None
 
@@ -429,7 +430,10 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
     g, why = recognize_gemm(source, entry, spec)
     if g is None:
         rows, why_rows = _rowwise_transforms(source, entry, spec)
-        return (rows, None) if rows else ([], why or why_rows)
+        if rows:
+            return rows, None
+        flat, why_flat = _flat_transforms(source, entry, spec)
+        return (flat, None) if flat else ([], why or why_rows or why_flat)
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
@@ -461,3 +465,22 @@ def _rowwise_transforms(source: str, entry: str, spec) -> tuple[list[Transform],
                       f"the kernel computes a {op.describe()}; optiml's {t.name} template ({t.what}) runs the same "
                       f"program behind the same signature, its {', '.join(n.removeprefix('OPTIML_') for n in start)} "
                       f"then tuned; verified like any edit.", flags=t.flags, hint=t.hint)], None
+
+
+def _flat_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
+    """The elementwise or full-reduction template for a kernel that handles one element at a time
+    (:mod:`.flat`), or ([], why not)."""
+    from .flat import FLAT_TEMPLATES, instantiate_flat, recognize_flat
+    op, why = recognize_flat(source, entry, spec)
+    if op is None:
+        return [], why
+    if "// optiml:launch" in source:
+        return [], "not templated: the kernel carries its own launch line"
+    t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
+    start = t.start_for(op)
+    params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in start.items())
+    return [Transform("template", instantiate_flat(source, op, start, t.name), f"template {t.name} ({params})",
+                      f"the kernel computes an {op.describe()}" if op.kind == "map" else f"the kernel computes a {op.describe()}"
+                      f"; optiml's {t.name} template ({t.what}) runs the same per-element code behind the same "
+                      f"signature, its {', '.join(n.removeprefix('OPTIML_') for n in start)} then tuned; verified like "
+                      f"any edit.", flags=t.flags, hint=t.hint)], None

@@ -1,0 +1,206 @@
+"""Issue 26's flat templates: a kernel that handles one element ``i`` at a time is read as a
+per-element program (elements, outputs, gathers, an atomic) and offered the elementwise or the
+full-reduction template; kernels that are something else are not, or are refused with the reason;
+the templates compile behind the user's signature at points covering their spaces (nvcc here)."""
+import random
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from optiml.edits.rules import RulesProposer
+from optiml.edits.templates import template_space, template_transforms
+from optiml.edits.templates.flat import FLAT_TEMPLATES, instantiate_flat, recognize_flat
+from optiml.edits.types import NodeView
+from tests.test_edits_templates import LINEAR, LINEAR_SPEC, NVCC, arg, build_all, spec_of
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+N = spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",))
+N2 = spec_of(arg("x", "input", ("n",)), arg("y", "inout", ("n",)), arg("a", "scalar", dtype="float32", value=2.0),
+             sizes=("n",))
+SUM = spec_of(arg("x", "input", ("n",)), arg("out", "inout", (1,)), sizes=("n",))
+MSE = spec_of(arg("a", "input", ("n",)), arg("b", "input", ("n",)), arg("out", "inout", (1,)), sizes=("n",))
+BIAS = spec_of(arg("x", "input", ("rows", "cols")), arg("b", "input", ("cols",)), arg("y", "output", ("rows", "cols")),
+               sizes=("rows", "cols"))
+HALF = spec_of(arg("x", "input", ("n",), "float16"), arg("y", "output", ("n",), "float16"), sizes=("n",))
+LIT = SimpleNamespace(args=N.args, launch=SimpleNamespace(block=(256,)))
+
+ONE = "__global__ void k(const float *x, float *y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; {} }}"
+
+# kernel, spec, kind, elems, outs, loaded, what the body must read as
+RECOGNISED = [
+    ("relu", ONE.format("if (i < n) y[i] = fmaxf(x[i], 0.f);"), N, "map", ["x"], ["y"], [],
+     "optiml_o_y = fmaxf(optiml_e_x, 0.f);"),
+    ("leaky if/else", ONE.format("if (i < n) { if (x[i] > 0.f) y[i] = x[i]; else y[i] = 0.01f * x[i]; }"), N, "map",
+     ["x"], ["y"], ["y"], "if (optiml_e_x > 0.f) optiml_o_y = optiml_e_x; else optiml_o_y = 0.01f * optiml_e_x;"),
+    ("early return", ONE.format("if (i >= n) return; float v = x[i]; y[i] = tanhf(v);"), N, "map", ["x"], ["y"], [],
+     "float v = optiml_e_x; optiml_o_y = tanhf(v);"),
+    ("reversed guard", ONE.format("if (n > i) { y[i] = x[i] * x[i]; }"), N, "map", ["x"], ["y"], [], None),
+    ("grid-stride", "__global__ void k(const float *x, float *y, int n) { for (int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = x[i] * 3.f; }", N, "map", ["x"], ["y"], [], None),
+    ("grid-stride over a stride variable", "__global__ void k(const float *x, float *y, int n) { int idx = threadIdx.x "
+     "+ blockIdx.x * blockDim.x; int stride = blockDim.x * gridDim.x; for (int i = idx; i < n; i += stride) "
+     "{ y[i] = sqrtf(fabsf(x[i])); } }", N, "map", ["x"], ["y"], [], None),
+    ("saxpy", "__global__ void k(const float *x, float *y, float a, int n) { int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; if (i < n) y[i] = a * x[i] + y[i]; }", N2, "map", ["x"], ["y"], ["y"], None),
+    ("compound", "__global__ void k(const float *x, float *y, float a, int n) { int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; if (i < n) y[i] += a * x[i]; }", N2, "map", ["x"], ["y"], ["y"], "optiml_o_y += a * optiml_e_x;"),
+    ("broadcast bias", "__global__ void k(const float *x, const float *b, float *y, int rows, int cols) { int i = "
+     "blockIdx.x * blockDim.x + threadIdx.x; if (i < rows * cols) y[i] = fmaxf(x[i] + b[i % cols], 0.f); }", BIAS,
+     "map", ["x"], ["y"], [], "optiml_o_y = fmaxf(optiml_e_x + b[i % cols], 0.f);"),
+    ("fp16", "#include <cuda_fp16.h>\n__global__ void k(const __half *x, __half *y, int n) { int i = blockIdx.x * "
+     "blockDim.x + threadIdx.x; if (i < n) y[i] = __float2half(fmaxf(__half2float(x[i]), 0.f)); }", HALF, "map",
+     ["x"], ["y"], [], None),
+    ("two in, two out", "__global__ void k(const float *p, const float *q, float *s, float *d, int n) { int i = "
+     "blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float a = p[i], b = q[i]; s[i] = a + b; d[i] = a - b; } }",
+     spec_of(arg("p", "input", ("n",)), arg("q", "input", ("n",)), arg("s", "output", ("n",)),
+             arg("d", "output", ("n",)), sizes=("n",)), "map", ["p", "q"], ["d", "s"], [], None),
+    ("size_t index", "__global__ void k(const float *x, float *y, int n) { size_t i = (size_t)blockIdx.x * "
+     "blockDim.x + threadIdx.x; if (i < (size_t)n) y[i] = expf(x[i]); }", N, "map", ["x"], ["y"], [], None),
+    ("literal block", ONE.format("if (i < n) y[i] = -x[i];").replace("blockDim.x", "256"), LIT, "map", ["x"], ["y"],
+     [], None),
+    ("in place", "__global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; "
+     "if (i < n) x[i] = x[i] * 2.f; }", spec_of(arg("x", "inout", ("n",)), sizes=("n",)), "map", [], ["x"], ["x"],
+     "optiml_o_x = optiml_o_x * 2.f;"),
+    ("prelude and a loop of its own", "__global__ void k(const float *x, const float *c, float *y, float s, int n) { "
+     "float inv = 1.0f / s; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float v = x[i] * inv, acc = 0.f; "
+     "for (int k = 0; k < 4; k++) { acc = acc * v + c[k]; if (acc > 1e6f) break; } y[i] = acc; } }",
+     spec_of(arg("x", "input", ("n",)), arg("c", "input", (4,)), arg("y", "output", ("n",)),
+             arg("s", "scalar", dtype="float32", value=1.5), sizes=("n",)), "map", ["x"], ["y"], [], None),
+    ("sum", ONE.replace("float *y", "float *out").format("if (i < n) atomicAdd(out, x[i]);"), SUM, "reduce", ["x"], [],
+     [], "optiml_acc = optiml_acc + (OPTIML_ACC)(optiml_e_x);"),
+    ("mse", "__global__ void k(const float *a, const float *b, float *out, int n) { int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; if (i < n) { float d = a[i] - b[i]; atomicAdd(&out[0], d * d / n); } }", MSE, "reduce",
+     ["a", "b"], [], [], "float d = optiml_e_a - optiml_e_b; optiml_acc = optiml_acc + (OPTIML_ACC)(d * d / n);"),
+    ("conditional count", "__global__ void k(const float *x, int *out, int n) { int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; if (i < n) { if (x[i] > 0.5f) atomicAdd(out, 1); } }",
+     spec_of(arg("x", "input", ("n",)), arg("out", "inout", (1,), "int32"), sizes=("n",)), "reduce", ["x"], [], [], None),
+    ("int max", "__global__ void k(const int *v, int *m, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; "
+     "if (i < n) atomicMax(&m[0], v[i] * 3); }",
+     spec_of(arg("v", "input", ("n",), "int32"), arg("m", "inout", (1,), "int32"), sizes=("n",)), "reduce", ["v"], [],
+     [], "optiml_acc = max(optiml_acc, (OPTIML_ACC)(optiml_e_v * 3));"),
+    ("grid-stride sum of squares", "__global__ void k(const float *x, float *out, int n) { for (int i = blockIdx.x * "
+     "blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) atomicAdd(out, x[i] * x[i]); }", SUM, "reduce",
+     ["x"], [], [], None),
+]
+
+
+@pytest.mark.parametrize("name, source, spec, kind, elems, outs, loaded, body", RECOGNISED, ids=[r[0] for r in RECOGNISED])
+def test_one_element_a_thread_kernels_are_read_as_per_element_programs(name, source, spec, kind, elems, outs, loaded, body):
+    op, why = recognize_flat(source, "k", spec)
+    assert op is not None, why
+    assert op.kind == kind
+    assert [a for a, _ in op.elems] == elems and [a for a, _ in op.outs] == outs and list(op.loaded) == loaded
+    if body is not None:
+        assert re.sub(r"\s+", " ", op.body) == body
+    assert not re.search(r"\b(threadIdx|blockIdx|atomic\w+)\b", op.body)
+
+
+REFUSED = [
+    ("a block tree", (BENCH / "issue25" / "block_sum.cu").read_text().replace("block_sum(", "k("), SUM,
+     "threads cooperate outside the per-element code"),
+    ("a write elsewhere", ONE.format("if (i < n) y[i + 1] = x[i];"), N, "a write of y at another index"),
+    ("an output read elsewhere", ONE.format("if (i < n) y[i] = x[i] + (i > 0 ? y[i - 1] : 0.f);"), N,
+     "y is written at i and read at another index"),
+    ("an early return inside", ONE.format("if (i < n) { if (x[i] < 0.f) return; y[i] = x[i]; }"), N, "leaves early"),
+    ("a shuffle", ONE.format("if (i < n) y[i] = __shfl_down_sync(0xffffffffu, x[i], 1);"), N, "uses __shfl_down_sync"),
+    ("the thread's own index", ONE.format("if (i < n) y[i] = x[i] * threadIdx.x;"), N, "uses threadIdx"),
+    ("an atomic's result used", "__global__ void k(const float *x, float *y, int *cnt, int n) { int i = blockIdx.x * "
+     "blockDim.x + threadIdx.x; if (i < n && x[i] > 0) { int p = atomicAdd(cnt, 1); y[p] = x[i]; } }", N,
+     "the guard (i < n && x[i] > 0) is more than i < a count"),
+    ("a stream compaction", "__global__ void k(const float *x, float *y, int *cnt, int n) { int i = blockIdx.x * "
+     "blockDim.x + threadIdx.x; if (i < n) { int p = atomicAdd(cnt, 1); y[p] = x[i]; } }", N, "result of atomicAdd is used"),
+    ("atomicExch", ONE.replace("float *y", "float *out").format("if (i < n) atomicExch(out, x[i]);"), SUM,
+     "atomicExch"),
+    ("a histogram", "__global__ void k(const int *x, int *h, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; "
+     "if (i < n) atomicAdd(&h[x[i]], 1); }", spec_of(arg("x", "input", ("n",), "int32"), arg("h", "inout", (16,), "int32"),
+                                                     sizes=("n",)), "a reduction adds to one value"),
+    ("a map and an atomic", "__global__ void k(const float *x, float *y, float *out, int n) { int i = blockIdx.x * "
+     "blockDim.x + threadIdx.x; if (i < n) { y[i] = x[i]; atomicAdd(out, x[i]); } }", N, "both writes elements"),
+    ("a pointer", ONE.format("if (i < n) { const float *p = x + i; y[i] = *p; }"), N, "a pointer inside"),
+    ("an element count the spec does not know", ONE.replace("int n)", "int n, int m)").format("if (i < m) y[i] = x[i];"),
+     N, "uses m, which is not a scalar of the spec"),
+    ("a 2-D kernel", "__global__ void k(const float *x, float *y, int rows, int cols) { int r = blockIdx.y * blockDim.y "
+     "+ threadIdx.y; int c = blockIdx.x * blockDim.x + threadIdx.x; if (r < rows && c < cols) y[r * cols + c] = x[r * cols + c]; }",
+     BIAS, "is more than c < a count"),
+    ("no output", ONE.format("if (i < n) { float v = x[i]; (void)v; }"), N, None),
+    ("a template entry", "template <int B> __global__ void k(const float *x, float *y, int n) { int i = blockIdx.x * B "
+     "+ threadIdx.x; if (i < n) y[i] = x[i]; }", N, "the entry is a C++ template"),
+]
+
+
+@pytest.mark.parametrize("name, source, spec, reason", REFUSED, ids=[r[0] for r in REFUSED])
+def test_what_is_not_one_element_at_a_time_is_not_recognised(name, source, spec, reason):
+    op, why = recognize_flat(source, "k", spec)
+    assert op is None
+    assert (why is None) if reason is None else (why is not None and reason in why), why
+
+
+def test_a_gemm_and_a_row_wise_kernel_keep_their_own_templates():
+    made, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
+    assert {t.edit.split(" (")[0] for t in made} >= {"template gemm_f32_warp"}
+    src, spec = bench("issue25", "softmax_long")
+    assert [t.edit.split(" (")[0] for t in template_transforms(src, spec.entry, spec)[0]] == ["template row_reduce"]
+
+
+def bench(folder, name):
+    from optiml.spec import load_spec
+    k = BENCH / folder / f"{name}.cu"
+    src = k.read_text()
+    return src, load_spec(k.with_suffix(".toml"), k, kernel_source=src)
+
+
+def test_the_rules_offer_the_elementwise_template_at_the_seed_and_tune_its_space_below():
+    src, spec = bench("issue25", "silu")
+    made, why = template_transforms(src, spec.entry, spec)
+    assert why is None and [t.edit for t in made] == ["template elementwise (THREADS 256, VEC 4, ITEMS 2)"]
+    assert "elementwise map over n elements: x -> y" in made[0].rationale
+    assert '// optiml:launch {grid = ["cdiv((n), OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS)"]' in made[0].source
+    t = next(t for t in FLAT_TEMPLATES if t.name == "elementwise")
+    assert template_space(made[0].source, spec.entry) == t.tune_space
+    prop = RulesProposer(templates=(src, made, why))
+    node = NodeView(source=made[0].source, entry=spec.entry)
+    for p in prop.propose(node, 6, random.Random(1)):
+        if p.edit.startswith("OPTIML_"):
+            point = {n: int(v) for n, v in re.findall(r"#define (OPTIML_[A-Z_]+) (\d+)\n", p.source) if n in t.space}
+            assert point in t.points(), point
+
+
+def test_a_full_reduction_is_offered_reduce_all_and_its_grid_is_capped():
+    src = ONE.replace("float *y", "float *out").format("if (i < n) atomicAdd(out, x[i] * x[i]);")
+    made, why = template_transforms(src, "k", SUM)
+    assert why is None and [t.edit for t in made] == ["template reduce_all (THREADS 256, VEC 4, ITEMS 4, BLOCKS 1024)"]
+    assert 'grid = ["min(cdiv((n), OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS), OPTIML_BLOCKS)"]' in made[0].source
+    assert "if (threadIdx.x == 0) atomicAdd(out, optiml_acc);" in made[0].source
+
+
+def test_a_block_tree_sum_is_refused_with_its_reason_for_the_rules_to_show():
+    src, spec = bench("issue25", "block_sum")
+    made, why = template_transforms(src, spec.entry, spec)
+    assert made == [] and "threads cooperate" in why
+
+
+def covering(t) -> list[dict]:
+    pts, seen = [], set()
+    for p in t.points():
+        new = {(k, v) for k, v in p.items()} - seen
+        if new:
+            pts.append(p)
+            seen |= new
+    return pts
+
+
+def test_points_covering_each_flat_space_compile_behind_varied_first_kernels(tmp_path):
+    """Every value of every name behind an fp32 map, an fp16 map and a sum; the start point behind
+    every recognised kernel above (one nvcc run)."""
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    sources = []
+    for name, source, spec, kind, *_ in RECOGNISED:
+        op, _ = recognize_flat(source, "k", spec)
+        t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
+        pts = [t.start_for(op)] + (covering(t) if name in ("relu", "fp16", "sum", "int max", "saxpy") else [])
+        sources += [instantiate_flat(source, op, p, t.name) for p in pts]
+    assert len(sources) > 40
+    assert build_all(tmp_path, sources, "k") == []
