@@ -68,6 +68,16 @@ RECOGNISED = [
      "for (int k = 0; k < 4; k++) { acc = acc * v + c[k]; if (acc > 1e6f) break; } y[i] = acc; } }",
      spec_of(arg("x", "input", ("n",)), arg("c", "input", (4,)), arg("y", "output", ("n",)),
              arg("s", "scalar", dtype="float32", value=1.5), sizes=("n",)), "map", ["x"], ["y"], [], None),
+    ("a macro's count", "#define COUNT (1 << 20)\n" + ONE.replace("int n)", "int unused)").format(
+        "if (i < COUNT) y[i] = x[i] + 1.f;"), N, "map", ["x"], ["y"], [], None),
+    ("a matrix with a row bias", "__global__ void k(const float *x, const float *b, float *y, int rows, int cols) { "
+     "int r = blockIdx.y * blockDim.y + threadIdx.y; int c = blockIdx.x * blockDim.x + threadIdx.x; if (r < rows && "
+     "c < cols) y[r * cols + c] = x[r * cols + c] * 2.f + b[c]; }", BIAS, "map", ["x"], ["y"], [],
+     "optiml_o_y = optiml_e_x * 2.f + b[c];"),
+    ("a matrix, early return, casts", "__global__ void k(const float *x, const float *b, float *y, int rows, int cols) { "
+     "int c = threadIdx.x + blockIdx.x * blockDim.x; int r = threadIdx.y + blockDim.y * blockIdx.y; if (c >= cols || "
+     "r >= rows) return; size_t at = (size_t)r * cols + c; y[(size_t)r * cols + c] = x[c + r * cols] - b[c] * r; }", BIAS,
+     "map", ["x"], ["y"], [], None),
     ("sum", ONE.replace("float *y", "float *out").format("if (i < n) atomicAdd(out, x[i]);"), SUM, "reduce", ["x"], [],
      [], "optiml_acc = optiml_acc + (OPTIML_ACC)(optiml_e_x);"),
     ("mse", "__global__ void k(const float *a, const float *b, float *out, int n) { int i = blockIdx.x * blockDim.x + "
@@ -102,7 +112,7 @@ REFUSED = [
      "threads cooperate outside the per-element code"),
     ("a write elsewhere", ONE.format("if (i < n) y[i + 1] = x[i];"), N, "a write of y at another index"),
     ("an output read elsewhere", ONE.format("if (i < n) y[i] = x[i] + (i > 0 ? y[i - 1] : 0.f);"), N,
-     "y is written at i and read at another index"),
+     "y is written at the element and read at another index"),
     ("an early return inside", ONE.format("if (i < n) { if (x[i] < 0.f) return; y[i] = x[i]; }"), N, "leaves early"),
     ("a shuffle", ONE.format("if (i < n) y[i] = __shfl_down_sync(0xffffffffu, x[i], 1);"), N, "uses __shfl_down_sync"),
     ("the thread's own index", ONE.format("if (i < n) y[i] = x[i] * threadIdx.x;"), N, "uses threadIdx"),
@@ -121,9 +131,12 @@ REFUSED = [
     ("a pointer", ONE.format("if (i < n) { const float *p = x + i; y[i] = *p; }"), N, "a pointer inside"),
     ("an element count the spec does not know", ONE.replace("int n)", "int n, int m)").format("if (i < m) y[i] = x[i];"),
      N, "uses m, which is not a scalar of the spec"),
-    ("a 2-D kernel", "__global__ void k(const float *x, float *y, int rows, int cols) { int r = blockIdx.y * blockDim.y "
-     "+ threadIdx.y; int c = blockIdx.x * blockDim.x + threadIdx.x; if (r < rows && c < cols) y[r * cols + c] = x[r * cols + c]; }",
-     BIAS, "is more than c < a count"),
+    ("a transpose", "__global__ void k(const float *x, float *y, int rows, int cols) { int r = blockIdx.y * blockDim.y "
+     "+ threadIdx.y; int c = blockIdx.x * blockDim.x + threadIdx.x; if (r < rows && c < cols) y[c * rows + r] = x[r * cols + c]; }",
+     BIAS, "a write of y at another index"),
+    ("a 2-D guard with more in it", "__global__ void k(const float *x, float *y, int rows, int cols) { int r = blockIdx.y * "
+     "blockDim.y + threadIdx.y; int c = blockIdx.x * blockDim.x + threadIdx.x; if (r < rows && c < cols && c > 0) "
+     "y[r * cols + c] = x[r * cols + c]; }", BIAS, "is more than c < a count"),
     ("no output", ONE.format("if (i < n) { float v = x[i]; (void)v; }"), N, None),
     ("a template entry", "template <int B> __global__ void k(const float *x, float *y, int n) { int i = blockIdx.x * B "
      "+ threadIdx.x; if (i < n) y[i] = x[i]; }", N, "the entry is a C++ template"),
@@ -165,6 +178,19 @@ def test_the_rules_offer_the_elementwise_template_at_the_seed_and_tune_its_space
         if p.edit.startswith("OPTIML_"):
             point = {n: int(v) for n, v in re.findall(r"#define (OPTIML_[A-Z_]+) (\d+)\n", p.source) if n in t.space}
             assert point in t.points(), point
+
+
+def test_a_count_from_a_macro_stays_the_macro_in_the_launch():
+    src = "#define COUNT (1 << 20)\n" + ONE.format("if (i < COUNT) y[i] = x[i] + 1.f;")
+    op, _ = recognize_flat(src, "k", N)
+    assert op.n == "COUNT" and op.n_size == "COUNT"
+
+
+def test_a_matrix_is_run_over_its_flat_index():
+    src = next(r[1] for r in RECOGNISED if r[0] == "a matrix with a row bias")
+    op, _ = recognize_flat(src, "k", BIAS)
+    assert op.n == "(rows) * (cols)" and op.n_size == "((rows))*((cols))"
+    assert "const int r = (int)(optiml_i / (cols)); const int c = (int)(optiml_i % (cols));" in op.index_decl
 
 
 def test_a_full_reduction_is_offered_reduce_all_and_its_grid_is_capped():

@@ -125,3 +125,31 @@ def test_the_row_templates_verify_behind_each_row_wise_first_kernel(tmp_path, na
                                  time_it=False) for p in points]
         bad = [(p, ev.status, ev.message) for p, f in zip(points, futures) if (ev := f.result()).status != "ok"]
     assert not bad, bad[:3]
+
+
+FLAT_KERNELS = {
+    "silu": TASKS.parent / "issue25" / "silu.cu",
+    "bias_gelu": TASKS / "bias_gelu.cu",
+    "mse_loss": TASKS / "mse_loss.cu",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAT_KERNELS))
+def test_the_flat_templates_verify_over_their_whole_space_behind_each_first_kernel(tmp_path, name):
+    """Every point of the elementwise (map) or reduce_all (full reduction) space behind a first
+    kernel; the specs' verify sizes include counts no vector divides and fewer elements than a block."""
+    from optiml.edits.templates.flat import FLAT_TEMPLATES, instantiate_flat, recognize_flat
+    kernel = FLAT_KERNELS[name]
+    src = kernel.read_text()
+    spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
+    op, why = recognize_flat(src, spec.entry, spec)
+    assert op is not None, why
+    t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
+    points = t.points()
+    prep = Preparer(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path / "c"), include_dir=kernel.parent)
+    with Runner(standard_stages(prep), (0,), harness_factory=lambda d: WorkerHarness(d, timeout_s=300),
+                build_workers=os.cpu_count(), workers_per_gpu=1) as runner:
+        futures = [runner.submit(Candidate(instantiate_flat(src, op, p, t.name), name="t.cu"), profile=False,
+                                 time_it=False) for p in points]
+        bad = [(p, ev.status, ev.message) for p, f in zip(points, futures) if (ev := f.result()).status != "ok"]
+    assert len(points) >= 70 and not bad, bad[:3]

@@ -54,8 +54,8 @@ class FlatOp:
     (``n_size``, for the launch); a reduction's atomic, its target and value type."""
     entry: str
     kind: str                       # "map" | "reduce"
-    index: str
-    index_type: str
+    index: str                      # the kernel's names of the element ("i", or "r and c" of a matrix)
+    index_decl: str                 # the template's declaration of them from its flat index optiml_i
     n: str
     n_size: str
     body: str
@@ -143,17 +143,45 @@ def _strip(text: str) -> str:
     return t
 
 
-def _one_item(value: str, block) -> bool:
-    """``value`` is the first element of a thread: ``blockIdx.x * blockDim.x + threadIdx.x`` (either
-    order of terms and factors, casts allowed; the launch's literal block for ``blockDim.x``)."""
+def _one_item(value: str, block, axis: str = "x") -> bool:
+    """``value`` is the first element of a thread along ``axis``: ``blockIdx.x * blockDim.x +
+    threadIdx.x`` (either order of terms and factors, casts allowed; the launch's literal block for
+    ``blockDim.x``)."""
     t = _strip(value)
-    dims = {"blockDim.x"} | ({str(block)} if block is not None else set())
+    dims = {f"blockDim.{axis}"} | ({str(block)} if block is not None else set())
     parts = t.split("+")
-    if len(parts) != 2 or "threadIdx.x" not in parts:
+    if len(parts) != 2 or f"threadIdx.{axis}" not in parts:
         return False
-    prod = parts[1 - parts.index("threadIdx.x")].strip("()")
+    prod = parts[1 - parts.index(f"threadIdx.{axis}")].strip("()")
     f = prod.split("*")
-    return len(f) == 2 and "blockIdx.x" in f and f[1 - f.index("blockIdx.x")].strip("()") in dims
+    return len(f) == 2 and f"blockIdx.{axis}" in f and f[1 - f.index(f"blockIdx.{axis}")].strip("()") in dims
+
+
+@dataclass(frozen=True)
+class _Index:
+    """The kernel's own index of an element: its names, the template's declaration of them from the
+    flat index ``optiml_i``, and the subscripts (stripped) that name the element."""
+    names: tuple
+    decl: str
+    forms: frozenset
+
+    @staticmethod
+    def one(name: str, ty: str) -> "_Index":
+        return _Index((name,), f"const {ty} {name} = ({ty})optiml_i; (void){name};", frozenset({name}))
+
+    @staticmethod
+    def two(r: str, rty: str, c: str, cty: str, cols: str) -> "_Index":
+        """Row ``r`` and column ``c`` of a row-major matrix of ``cols`` columns: the element is
+        ``r * cols + c``."""
+        w = _strip(cols)
+        forms = {f"{r}*{w}+{c}", f"{w}*{r}+{c}", f"{c}+{r}*{w}", f"{c}+{w}*{r}"}
+        decl = (f"const {rty} {r} = ({rty})(optiml_i / ({cols})); const {cty} {c} = ({cty})(optiml_i % ({cols})); "
+                f"(void){r}; (void){c};")
+        return _Index((r, c), decl, frozenset(forms))
+
+    @property
+    def label(self) -> str:
+        return " and ".join(self.names)
 
 
 def _declaration(s):
@@ -170,13 +198,38 @@ def _declaration(s):
     return _t(d), (_t(ty) if ty is not None else "int"), _t(v)
 
 
+_SIZES = re.compile(r"[\w\s()*+\-]+")
+
+
+def _bound2(cond_text: str, r: str, c: str, negated: bool) -> tuple[str, str] | None:
+    """(ROWS, COLS) of ``r < ROWS && c < COLS`` (either order), or with ``negated`` of ``r >= ROWS ||
+    c >= COLS``, else None."""
+    t = _flat(cond_text).strip()
+    while t.startswith("(") and t.endswith(")"):
+        t = t[1:-1].strip()
+    parts = [p.strip() for p in t.split("||" if negated else "&&")]
+    if len(parts) != 2:
+        return None
+    found = {}
+    for p in parts:
+        while p.startswith("(") and p.endswith(")"):
+            p = p[1:-1].strip()
+        for v in (r, c):
+            m = (re.fullmatch(rf"{_CAST}{re.escape(v)}\s*>=\s*(.+)", p) or re.fullmatch(rf"(.+?)\s*<=\s*{_CAST}{re.escape(v)}", p)
+                 if negated else
+                 re.fullmatch(rf"{_CAST}{re.escape(v)}\s*<\s*(.+)", p) or re.fullmatch(rf"(.+?)\s*>\s*{_CAST}{re.escape(v)}", p))
+            if m and _SIZES.fullmatch(m.group(1)):
+                found[v] = m.group(1).strip()
+    return (found[r], found[c]) if set(found) == {r, c} else None
+
+
 def _bound(cond_text: str, index: str) -> str | None:
     """BOUND of ``index < BOUND`` (or ``BOUND > index``), else None."""
     t = _flat(cond_text).strip()
     while t.startswith("(") and t.endswith(")"):
         t = t[1:-1].strip()
     m = re.fullmatch(rf"{_CAST}{re.escape(index)}\s*<\s*(.+)", t) or re.fullmatch(rf"(.+?)\s*>\s*{_CAST}{re.escape(index)}", t)
-    if not m or not re.fullmatch(r"[\w\s()*+\-]+", m.group(1)):
+    if not m or not _SIZES.fullmatch(m.group(1)):
         return None
     return m.group(1).strip()
 
@@ -196,18 +249,17 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
         params[name] = (_t(ty) if ty is not None else "", ptr is not None)
     pointers = {n for n, (_, is_ptr) in params.items() if is_ptr}
     launch = getattr(spec, "launch", None)
-    block = None
-    if launch is not None and len(getattr(launch, "block", ())) >= 1:
-        block = launch.block[0]
+    block = tuple(getattr(launch, "block", ()) or ()) if launch is not None else ()
     try:
-        shape = _Shape(fn, block, pointers).read()
+        shape = _Shape(fn, block[0] if block else None, pointers, block[1] if len(block) > 1 else None).read()
     except _Refuse as e:
         return None, str(e)
     if shape is None:
         return None, None
-    index, index_type, bound, prelude, stmts, dropped = shape
+    index, bound, prelude, stmts, dropped = shape
     try:
-        n_size = _spec_count(bound, params, spec)
+        from ...source import _constants
+        n_size = _spec_count(bound, params, spec, set(_constants(root)))
         prog = _Body(stmts, index, pointers, params, dropped, _cooperating_helpers(root, fn)).read()
     except _Refuse as e:
         return None, str(e)
@@ -220,23 +272,23 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
     except Exception:
         n_timing = 0
     typed = lambda names: tuple((a, params[a][0]) for a in sorted(names))      # noqa: E731
-    return FlatOp(entry=entry, kind=kind, index=index, index_type=index_type, n=bound, n_size=n_size,
+    return FlatOp(entry=entry, kind=kind, index=index.label, index_decl=index.decl, n=bound, n_size=n_size,
                   body=prog["body"], elems=typed(prog["elems"]), outs=typed(prog["outs"]),
                   loaded=tuple(sorted(prog["loaded"])), prelude=tuple(prelude), atomic=prog["atomic"],
                   target=prog["target"], acc_type=params[prog["target"]][0] if prog["target"] else "",
                   n_timing=n_timing), None
 
 
-def _spec_count(bound: str, params: dict, spec) -> str:
+def _spec_count(bound: str, params: dict, spec, constants: set = frozenset()) -> str:
     """The spec's expression of the kernel's element count ``bound`` (its scalar arguments replaced
-    by the spec's values)."""
+    by the spec's values; the source's integer constants, which launch expressions read, kept)."""
     values = {a.name: str(a.value) for a in spec.args if a.role == "scalar"}
     out = _strip(bound)
     if not re.fullmatch(r"[\w()*+\- ]+", out):
         raise _Refuse(f"not templated: the element count {bound} is not a product of the kernel's sizes")
     def sub(m):
         name = m.group(0)
-        if re.fullmatch(r"\d+", name):
+        if re.fullmatch(r"\d+", name) or (name in constants and name not in params):
             return name
         if name not in values:
             raise _Refuse(f"not templated: the element count uses {name}, which is not a scalar of the spec")
@@ -260,14 +312,18 @@ def _cooperating_helpers(root, fn) -> set[str]:
 class _Shape:
     """Reads the kernel's form (see the module): its index, bound, kept prelude and BODY."""
 
-    def __init__(self, fn, block, pointers):
-        self.fn, self.block, self.pointers = fn, block, pointers
+    def __init__(self, fn, block, pointers, block_y=None):
+        self.fn, self.block, self.pointers, self.block_y = fn, block, pointers, block_y
 
     def read(self):
         body = self.fn.child_by_field_name("body")
         stmts = [c for c in body.named_children if c.type != "comment"]
-        index = index_type = None
+        index = index_type = row = None
         prelude, dropped = [], set()
+        def result(idx, bound, inner):
+            if row is not None and row[0] not in idx.names:
+                dropped.add(row[0])
+            return idx, bound, prelude, inner, dropped
         for k, s in enumerate(stmts):
             t = _t(s)
             if s.type.startswith("preproc"):
@@ -278,6 +334,9 @@ class _Shape:
             if index is None and d is not None and _one_item(d[2], self.block):
                 index, index_type = d[0], re.sub(r"\bconst\b\s*", "", d[1]).strip() or "int"
                 continue
+            if row is None and d is not None and _one_item(d[2], self.block_y, "y"):
+                row = (d[0], re.sub(r"\bconst\b\s*", "", d[1]).strip() or "int")
+                continue
             if s.type == "for_statement":
                 got = self._grid_stride(s, index, dropped)
                 if got is None:
@@ -285,19 +344,31 @@ class _Shape:
                 if any(c.type != "comment" for c in stmts[k + 1:]):
                     raise _Refuse("not templated: statements after the per-element loop")
                 idx, ity, bound, inner = got
-                return idx, ity, bound, prelude, inner, dropped
+                return result(_Index.one(idx, ity), bound, inner)
             if index is not None and s.type == "if_statement":
                 cond = _t(s.child_by_field_name("condition"))
                 cons, alt = s.child_by_field_name("consequence"), s.child_by_field_name("alternative")
+                rest = any(c.type != "comment" for c in stmts[k + 1:])
+                returns = re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(cons).strip()) is not None
+                if row is not None and alt is None:            # a matrix: (row, column) of a row-major layout
+                    sizes = _bound2(cond, row[0], index, returns)
+                    if sizes is not None:
+                        idx = _Index.two(row[0], row[1], index, index_type, sizes[1])
+                        bound = f"({sizes[0]}) * ({sizes[1]})"
+                        if returns:
+                            return result(idx, bound, stmts[k + 1:])
+                        if rest:
+                            raise _Refuse("not templated: statements after the guarded per-element code")
+                        return result(idx, bound, _statements(cons))
                 bound = _bound(cond, index)
                 if bound is not None and alt is None:
-                    if any(c.type != "comment" for c in stmts[k + 1:]):
+                    if rest:
                         raise _Refuse("not templated: statements after the guarded per-element code")
-                    return index, index_type, bound, prelude, _statements(cons), dropped
+                    return result(_Index.one(index, index_type), bound, _statements(cons))
                 early = re.fullmatch(rf"\(\s*{_CAST}{re.escape(index)}\s*>=\s*(.+)\)|\(\s*(.+?)\s*<=\s*{_CAST}{re.escape(index)}\s*\)",
                                      _flat(cond))
-                if early and alt is None and re.fullmatch(r"\{?\s*return\s*;\s*\}?", _t(cons).strip()):
-                    return index, index_type, (early.group(1) or early.group(2)).strip(), prelude, stmts[k + 1:], dropped
+                if early and alt is None and returns and _SIZES.fullmatch(early.group(1) or early.group(2)):
+                    return result(_Index.one(index, index_type), (early.group(1) or early.group(2)).strip(), stmts[k + 1:])
                 if re.search(rf"\b{re.escape(index)}\b", cond):
                     raise _Refuse(f"not templated: the guard {_short(cond)} is more than {index} < a count")
                 return None
@@ -308,7 +379,7 @@ class _Shape:
                 raise _Refuse(f"not templated: threads cooperate outside the per-element code: {_short(t)}")
             if s.type == "declaration" and not any(n.type in ("pointer_declarator", "array_declarator", "reference_declarator")
                                                    for n in _walk(s)) and not self._touches_memory(s):
-                if index is not None and re.search(rf"\b{re.escape(index)}\b", t):
+                if any(v is not None and re.search(rf"\b{re.escape(v)}\b", t) for v in (index, row and row[0])):
                     return None
                 prelude.append(_flat(t))
                 continue
@@ -417,7 +488,7 @@ class _Body:
             write = self._written(p)
             if not self._at_index(p):
                 if write:
-                    raise _Refuse(f"not templated: a write of {name} at another index than {self.index}: {_short(_t(p))}")
+                    raise _Refuse(f"not templated: a write of {name} at another index than the element's: {_short(_t(p))}")
                 gathers.add(name)
                 continue
             at_index.setdefault(name, []).append(p)
@@ -427,7 +498,7 @@ class _Body:
                 loaded.add(name)
         if gathers & outs:
             name = sorted(gathers & outs)[0]
-            raise _Refuse(f"not templated: {name} is written at {self.index} and read at another index")
+            raise _Refuse(f"not templated: {name} is written at the element and read at another index")
         if atomic and outs:
             raise _Refuse("not templated: the kernel both writes elements and adds them up atomically")
         top_stores = set()
@@ -471,7 +542,7 @@ class _Body:
         idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
         if idx is None:
             return False
-        return _strip(_t(idx).strip()[1:-1] if _t(idx).strip().startswith("[") else _t(idx)) == self.index
+        return _strip(_t(idx).strip()[1:-1] if _t(idx).strip().startswith("[") else _t(idx)) in self.index.forms
 
     def _written(self, sub) -> str:
         p = sub.parent
