@@ -89,6 +89,72 @@ def test_reference_matches_the_tasks_forward(tmp_path, name):
         expected = model(torch.from_numpy(kwargs["x"])).numpy()
     assert len(out) == 1 and out[0].shape == expected.shape == (sizes["batch_size"], expected.shape[1])
     np.testing.assert_allclose(out[0].numpy(), expected, rtol=1e-6, atol=1e-7)
+    # the baseline: the same forward in eager PyTorch, named in the spec
+    assert spec.baseline is not None and spec.baseline.function == "baseline"
+    assert spec.baseline.label == "PyTorch eager (the Model's forward)"
+    base = module(tmp_path / f"{name}_ref.py").baseline
+    got = base(**{k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()})
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6, atol=1e-7)
+
+
+LINEAR_TASK = """import torch
+import torch.nn as nn
+
+batch_size = 64
+in_features = 96
+out_features = 48
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
+"""
+LINEAR_KERNEL = """__global__ void linear_relu(const float* x, const float* w, const float* b, float* y,
+                            int batch_size, int out_features, int in_features) {
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    if (row < batch_size && col < out_features) {
+        float s = 0.f;
+        for (int k = 0; k < in_features; ++k) s += x[row * in_features + k] * w[col * in_features + k];
+        y[row * out_features + col] = fmaxf(s + b[col], 0.f);
+    }
+}
+"""
+
+
+def test_a_linear_tasks_baseline_is_cublas_through_the_models_forward_on_the_cases_own_parameters(tmp_path):
+    """nn.Linear + ReLU: the baseline (eager, and the torch.compile variant the spec names in a
+    comment) computes the reference's outputs from the case's tensors, its parameters the tensors
+    themselves: a changed weight changes its result (no stale copy in the cached Model)."""
+    torch = need_torch()
+    (tmp_path / "task.py").write_text(LINEAR_TASK)
+    kernel = tmp_path / "linear_relu.cu"
+    kernel.write_text(LINEAR_KERNEL)
+    spec_text, ref_text = draft_kernelbench(tmp_path / "task.py", LINEAR_KERNEL, kernel)
+    (tmp_path / "linear_relu.toml").write_text(spec_text)
+    (tmp_path / "linear_relu_ref.py").write_text(ref_text)
+    spec = load_spec(tmp_path / "linear_relu.toml", kernel)
+    assert spec.baseline.path.name == "linear_relu_ref.py" and "linear_relu_ref.py:baseline_compiled" in spec_text
+    ref = module(tmp_path / "linear_relu_ref.py")
+    g = torch.Generator().manual_seed(3)
+    x, w, b = (torch.randn(s, generator=g) for s in ((37, 96), (48, 96), (48,)))
+    args = dict(x=x, w=w, b=b, y=torch.empty(37, 48), batch_size=37, out_features=48, in_features=96)
+    want = torch.relu(x @ w.T + b)
+    torch.testing.assert_close(ref.reference(**args), want)
+    torch.testing.assert_close(ref.baseline(**args), want)
+    w.mul_(-1.0)                                   # the same buffer, new values: the baseline sees them
+    torch.testing.assert_close(ref.baseline(**args), torch.relu(x @ w.T + b))
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))

@@ -15,6 +15,7 @@ from .signature import _IDENT, _Geometry, _q
 # which size each dimension is comes from how it moves between them.
 
 _REF_NAME = "reference"
+_BASELINE = "baseline"
 
 
 def _import_torch():
@@ -237,6 +238,12 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     w("[reference]")
     w(f"torch = {_q(ref_file + ':' + _REF_NAME)}  # the Model's forward on the GPU's tensors (written beside this spec)")
     w("")
+    w("[baseline]  # what KernelBench compares with: the same forward in eager PyTorch (cuBLAS for a matmul, TF32 off)")
+    w(f"torch = {_q(ref_file + ':' + _BASELINE)}")
+    w('name = "PyTorch eager (the Model\'s forward)"')
+    w(f"# or the same forward through torch.compile: torch = {_q(ref_file + ':' + _BASELINE + '_compiled')}, "
+      'name = "torch.compile(Model)"')
+    w("")
     terms = []
     for name, dims in ref_args["DIMS"].items():
         dt = _dt.DTYPES.get(ref_args["DTYPES"][name])
@@ -281,24 +288,66 @@ def _module():
     return _task
 
 
-def {_REF_NAME}(**tensors):
+def _sized(tensors):
+    """The task module with its sizes set from the tensors' shapes, and the tensors' device."""
     task = _module()
     for name, dims in DIMS.items():
         if name in tensors:
             for size, n in zip(dims, tensors[name].shape):
                 if size.isidentifier():
                     setattr(task, size, int(n))
-    device = next(iter(tensors.values())).device
+    arrays = [t for t in tensors.values() if isinstance(t, torch.Tensor)]
+    return task, arrays[0].device
 
-    def tensor(name):
-        return tensors[name].to(device, getattr(torch, DTYPES[name]))
 
+def _tensor(tensors, name, device):
+    return tensors[name].to(device, getattr(torch, DTYPES[name]))
+
+
+def {_REF_NAME}(**tensors):
+    task, device = _sized(tensors)
     torch.manual_seed(0)
     model = task.Model(*task.get_init_inputs()).to(device)
     with torch.no_grad():
         state = model.state_dict()
         for name, key in PARAMS.items():
-            state[key].copy_(tensor(name).reshape(state[key].shape))
-        out = model(*[tensor(name) for name in INPUTS])
+            state[key].copy_(_tensor(tensors, name, device).reshape(state[key].shape))
+        out = model(*[_tensor(tensors, name, device) for name in INPUTS])
     return tuple(out) if isinstance(out, (tuple, list)) else out
+
+
+# The baseline: the same forward as a user of PyTorch would run it. The Model is built once per
+# shapes and device; at each call its parameters ARE the case's tensors (torch.func.functional_call,
+# no copy), so a timed call is the forward alone.
+_models = {{}}
+
+
+def _prepared(tensors):
+    task, device = _sized(tensors)
+    key = (str(device), tuple(sorted((n, tuple(t.shape)) for n, t in tensors.items() if isinstance(t, torch.Tensor))))
+    if key not in _models:
+        torch.manual_seed(0)
+        model = task.Model(*task.get_init_inputs()).to(device)
+        _models[key] = (model, {{k: tuple(v.shape) for k, v in model.state_dict().items()}}, {{}})
+    model, shapes, compiled = _models[key]
+    params = {{key: _tensor(tensors, name, device).reshape(shapes[key]) for name, key in PARAMS.items()}}
+    return model, params, tuple(_tensor(tensors, name, device) for name in INPUTS), compiled
+
+
+def _outputs(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else out
+
+
+def {_BASELINE}(**tensors):
+    model, params, inputs, _ = _prepared(tensors)
+    with torch.no_grad():
+        return _outputs(torch.func.functional_call(model, params, inputs))
+
+
+def {_BASELINE}_compiled(**tensors):
+    model, params, inputs, compiled = _prepared(tensors)
+    if "fn" not in compiled:        # dynamic=False: optiml verifies at other sizes first (docs/spec.md)
+        compiled["fn"] = torch.compile(lambda p, i: torch.func.functional_call(model, p, i), dynamic=False)
+    with torch.no_grad():
+        return _outputs(compiled["fn"](params, inputs))
 '''
