@@ -432,8 +432,10 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
         rows, why_rows = _rowwise_transforms(source, entry, spec)
         if rows:
             return rows, None
+        if why is not None:                  # a GEMM it could not template: say why (its loop nest per
+            return [], why                   # element in the flat template would gain nothing)
         flat, why_flat = _flat_transforms(source, entry, spec)
-        return (flat, None) if flat else ([], why or why_rows or why_flat)
+        return (flat, None) if flat else ([], why_rows or why_flat)
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
@@ -456,15 +458,8 @@ def _rowwise_transforms(source: str, entry: str, spec) -> tuple[list[Transform],
     op, why = recognize_rowwise(source, entry, spec)
     if op is None:
         return [], why
-    if "// optiml:launch" in source:
-        return [], "not templated: the kernel carries its own launch line"
     t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
-    start = t.start_for(op)
-    params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in start.items())
-    return [Transform("template", instantiate_rowwise(source, op, start, t.name), f"template {t.name} ({params})",
-                      f"the kernel computes a {op.describe()}; optiml's {t.name} template ({t.what}) runs the same "
-                      f"program behind the same signature, its {', '.join(n.removeprefix('OPTIML_') for n in start)} "
-                      f"then tuned; verified like any edit.", flags=t.flags, hint=t.hint)], None
+    return _offered(source, op, t, instantiate_rowwise, "program")
 
 
 def _flat_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
@@ -474,13 +469,19 @@ def _flat_transforms(source: str, entry: str, spec) -> tuple[list[Transform], st
     op, why = recognize_flat(source, entry, spec)
     if op is None:
         return [], why
+    t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
+    return _offered(source, op, t, instantiate_flat, "per-element code")
+
+
+def _offered(source: str, op, t, instantiate, what_runs: str) -> tuple[list[Transform], str | None]:
+    """The template ``t`` of a recognised ``op`` at its start point, as the rules' child of the seed."""
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
-    t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
     start = t.start_for(op)
     params = ", ".join(f"{k.removeprefix('OPTIML_')} {v}" for k, v in start.items())
-    return [Transform("template", instantiate_flat(source, op, start, t.name), f"template {t.name} ({params})",
-                      f"the kernel computes an {op.describe()}" if op.kind == "map" else f"the kernel computes a {op.describe()}"
-                      f"; optiml's {t.name} template ({t.what}) runs the same per-element code behind the same "
-                      f"signature, its {', '.join(n.removeprefix('OPTIML_') for n in start)} then tuned; verified like "
-                      f"any edit.", flags=t.flags, hint=t.hint)], None
+    what = op.describe()
+    return [Transform("template", instantiate(source, op, start, t.name), f"template {t.name} ({params})",
+                      f"the kernel computes {'an' if what[0] in 'aeiou' else 'a'} {what}; optiml's {t.name} template "
+                      f"({t.what}) runs the same {what_runs} behind the same signature, its "
+                      f"{', '.join(n.removeprefix('OPTIML_') for n in start)} then tuned; verified like any edit.",
+                      flags=t.flags, hint=t.hint)], None

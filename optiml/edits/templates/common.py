@@ -1,6 +1,9 @@
-"""What every operation template shares: its default space in the [tune] form (:class:`Spaced`) and
-where its text goes in the user's source (:func:`place`)."""
+"""What every operation template shares: its default space in the [tune] form (:class:`Spaced`),
+where its text goes in the user's source (:func:`place`) and, for the Jinja2 ones, their rendering
+(:func:`render`, :func:`place_rendered`)."""
 from __future__ import annotations
+
+from importlib import resources
 
 from ...spec.space import TuneSpace
 
@@ -31,3 +34,22 @@ def place(source: str, fn, prelude: str, kernel: str) -> str:
         return data[:fn.start_byte].decode("utf-8") + prelude + kernel + data[fn.end_byte:].decode("utf-8")
     return (data[:top.start_byte].decode("utf-8") + prelude + data[top.start_byte:fn.start_byte].decode("utf-8")
             + kernel + data[fn.end_byte:].decode("utf-8"))
+
+
+def render(name: str, **context) -> str:
+    """The Jinja2 template ``name`` of this folder rendered with ``context`` (undefined names are errors)."""
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda n: resources.files(__package__).joinpath(n).read_text()),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                             lstrip_blocks=True)
+    return env.get_template(name).render(**context)
+
+
+def place_rendered(source: str, fn, head: str, text: str) -> str:
+    """``source`` with the entry ``fn`` replaced by the rendered ``text``: its ``#include`` lines the
+    source lacks first, then ``head`` (the template's mark and launch line), its helpers and macros,
+    then its kernel (from ``__global__ void``)."""
+    includes = "".join(ln + "\n" for ln in text.splitlines() if ln.startswith("#include") and ln not in source)
+    text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#include")) + "\n"
+    cut = text.index("__global__ void")
+    return place(source, fn, includes + head + text[:cut], text[cut:])

@@ -24,7 +24,7 @@ from importlib import resources
 
 from ...source import _walk
 from ..cutree import _entry_def, _params, _shared_arrays, _splice, _t, _tree
-from .common import Spaced, place
+from .common import Spaced, place_rendered, render
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
 _SIZE = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}
@@ -720,24 +720,17 @@ def instantiate_rowwise(source: str, op: RowOp, values: dict | None = None, temp
     """``source`` with its entry replaced by the row template (``template``, else the one for the
     op's layout) behind the same signature, its constants ``values`` (else the start for the timing
     size) and its launch line."""
-    import jinja2
     t = next(x for x in ROW_TEMPLATES if (x.name == template if template else x.strided == op.strided))
     root = _tree(source)
     fn, fdecl = _entry_def(root, op.entry)
     vals = dict(t.start_for(op), **(values or {}))
-    env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: resources.files(__package__).joinpath(name).read_text()),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
-                             lstrip_blocks=True)
-    text = env.get_template(f"{t.name}.cu.j2").render(
-        op=op, steps=op.steps, values=vals, signature=f"{op.entry}{_t(fdecl.child_by_field_name('parameters'))}",
-        combine=_combine, same_type=op.x_type == op.y_type)
+    text = render(f"{t.name}.cu.j2", op=op, steps=op.steps, values=vals,
+                  signature=f"{op.entry}{_t(fdecl.child_by_field_name('parameters'))}", combine=_combine,
+                  same_type=op.x_type == op.y_type)
     launch = (f'// optiml:launch {{grid = ["{t.grid.format(o=op.o_size, i=op.i_size)}"], '
               f'block = ["{t.threads}"], shared_mem = "0"}}')
     head = f"// the entry {op.entry} as optiml's {t.name} template: {op.describe()}\n{launch}\n"
-    includes = "".join(ln + "\n" for ln in text.splitlines() if ln.startswith("#include") and ln not in source)
-    text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#include")) + "\n"
-    cut = text.index("__global__ void")
-    return place(source, fn, includes + head + text[:cut], text[cut:])
+    return place_rendered(source, fn, head, text)
 
 
 def _combine(op: str, a: str, b: str) -> str:
