@@ -13,6 +13,7 @@ from optiml.edits.rules import RulesProposer
 from optiml.edits.templates import template_space, template_transforms
 from optiml.edits.templates.flat import FLAT_TEMPLATES, instantiate_flat, recognize_flat
 from optiml.edits.types import NodeView
+from tests.host_emulation import GXX, run_on_host
 from tests.test_edits_rowwise import covering
 from tests.test_edits_templates import LINEAR, LINEAR_SPEC, NVCC, arg, build_all, spec_of
 
@@ -142,6 +143,10 @@ RECOGNISED = [
      "if (i < n) atomicMax(&m[0], v[i] * 3); }",
      spec_of(arg("v", "input", ("n",), "int32"), arg("m", "inout", (1,), "int32"), sizes=("n",)), "reduce", ["v"], [],
      [], "optiml_acc = max(optiml_acc, (OPTIML_ACC)(optiml_e_v * 3));"),
+    ("int max of negatives", "__global__ void k(const int *v, int *m, int n) { int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; if (i < n) atomicMax(m, v[i] - 100); }",
+     spec_of(arg("v", "input", ("n",), "int32"), arg("m", "inout", (1,), "int32"), sizes=("n",)), "reduce", ["v"], [],
+     [], None),
     ("grid-stride sum of squares", "__global__ void k(const float *x, float *out, int n) { for (int i = blockIdx.x * "
      "blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) atomicAdd(out, x[i] * x[i]); }", SUM, "reduce",
      ["x"], [], [], None),
@@ -258,7 +263,8 @@ def test_a_matrix_is_run_over_its_flat_index():
     src = next(r[1] for r in RECOGNISED if r[0] == "a matrix with a row bias")
     op, _ = recognize_flat(src, "k", BIAS)
     assert op.n == "(long long)(rows) * (cols)" and op.n_size == "((rows))*((cols))"     # no int overflow
-    assert "const int r = (int)(optiml_i / (cols)); const int c = (int)(optiml_i % (cols));" in op.index_decl
+    assert "optiml_r0 = optiml_i0 / optiml_w" in op.index_setup and "(long long)(cols)" in op.index_setup
+    assert "const int r = (int)optiml_rr; const int c = (int)optiml_cc;" in op.index_decl
 
 
 def test_a_full_reduction_is_offered_reduce_all_and_its_grid_is_capped():
@@ -288,3 +294,96 @@ def test_points_covering_each_flat_space_compile_behind_varied_first_kernels(tmp
         sources += [instantiate_flat(source, op, p, t.name) for p in pts]
     assert len(sources) > 40
     assert build_all(tmp_path, sources, "k") == []
+
+
+# -- the elementwise template computes what the kernel computes (a CPU emulation, not a GPU) ------
+HOST = [   # RECOGNISED's name, each array's count, the scalars, the original's grid and block, the outputs
+    ("relu", dict(x=1003, y=1003), dict(n=1003), (4,), (256,), ("y",)),
+    ("leaky if/else", dict(x=1003, y=1003), dict(n=1003), (4,), (256,), ("y",)),
+    ("early return", dict(x=1003, y=1003), dict(n=1003), (8,), (128,), ("y",)),
+    ("grid-stride", dict(x=1003, y=1003), dict(n=1003), (2,), (64,), ("y",)),
+    ("saxpy", dict(x=1003, y=1003), dict(n=1003, a=1.5), (4,), (256,), ()),
+    ("compound", dict(x=1003, y=1003), dict(n=1003, a=1.5), (4,), (256,), ()),
+    ("broadcast bias", dict(x=7 * 149, b=149, y=7 * 149), dict(rows=7, cols=149), (5,), (256,), ("y",)),
+    ("two in, two out", dict(p=1003, q=1003, s=1003, d=1003), dict(n=1003), (4,), (256,), ("s", "d")),
+    ("in place", dict(x=1003), dict(n=1003), (4,), (256,), ()),
+    ("prelude and a loop of its own", dict(x=1003, c=4, y=1003), dict(n=1003, s=1.5), (4,), (256,), ("y",)),
+    ("a shorter array touched on some elements only", dict(p=1003, g=1003, b=500), dict(n=1003, nb=500, lr=0.25),
+     (4,), (256,), ()),
+    ("a read behind a ternary", dict(a=600, y=1003), dict(n=1003, m=600), (4,), (256,), ("y",)),
+    ("an optional bias", dict(x=1003, bias=1003, y=1003), dict(n=1003, has_bias=0), (4,), (256,), ("y",)),
+    ("a break inside a switch", dict(x=1003, y=1003), dict(n=1003, mode=0), (4,), (256,), ("y",)),
+    ("a matrix with a row bias", dict(x=7 * 149, b=149, y=7 * 149), dict(rows=7, cols=149), (10, 1), (16, 16), ("y",)),
+    ("a matrix, early return, casts", dict(x=7 * 149, b=149, y=7 * 149), dict(rows=7, cols=149), (10, 1), (16, 16),
+     ("y",)),
+    ("a matrix's element named", dict(x=7 * 149, b=149, y=7 * 149), dict(rows=7, cols=149), (10, 1), (16, 16), ("y",)),
+    ("through a reference", dict(y=1003), dict(n=1003), (4,), (256,), ()),
+]
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+@pytest.mark.parametrize("name, counts, scalars, grid, block, poisoned", HOST, ids=[h[0] for h in HOST])
+def test_the_elementwise_template_writes_what_the_kernel_writes_element_for_element(tmp_path, name, counts, scalars,
+                                                                                     grid, block, poisoned):
+    """Run on the CPU (tests/host_emulation.py: every thread in turn, under AddressSanitizer): the
+    user's kernel, then the template at its start and at points with other vectors, items and
+    threads, on aligned and misaligned arrays of a count no vector divides. Every array must end
+    bit for bit the same (outputs poisoned before, so an element written or left differently shows)
+    and nothing outside the arrays is touched."""
+    source, spec = next((r[1], r[2]) for r in RECOGNISED if r[0] == name)
+    op, why = recognize_flat(source, "k", spec)
+    assert op is not None and op.kind == "map", why
+    t = next(t for t in FLAT_TEMPLATES if t.name == "elementwise")
+    from optiml.expr import evaluate
+    n = int(evaluate(op.n_size, {k: v for k, v in scalars.items()}))
+    want = run_on_host(tmp_path, "orig", source, "k", counts, scalars, grid, block, poisoned)    # offsets 0 and 1
+    for i, p in enumerate([t.start_for(op), {"OPTIML_THREADS": 64, "OPTIML_VEC": 1, "OPTIML_ITEMS": 1},
+                           {"OPTIML_THREADS": 128, "OPTIML_VEC": 8, "OPTIML_ITEMS": 4},
+                           {"OPTIML_THREADS": 64, "OPTIML_VEC": 2, "OPTIML_ITEMS": 8}]):
+        point = dict(t.start_for(op), **p)
+        per_block = point["OPTIML_THREADS"] * point["OPTIML_VEC"] * point["OPTIML_ITEMS"]
+        got = run_on_host(tmp_path, f"t{i}", instantiate_flat(source, op, p), "k", counts, scalars,
+                          (-(-n // per_block),), (point["OPTIML_THREADS"],), poisoned)
+        assert got == want, (name, p)
+
+
+HOST_SUMS = [   # RECOGNISED's name, counts, scalars, the original's grid and block
+    ("sum", dict(x=1003, out=1), dict(n=1003), (4,), (256,)),
+    ("mse", dict(a=1003, b=1003, out=1), dict(n=1003), (4,), (256,)),
+    ("conditional count", dict(x=1003, out=1), dict(n=1003), (4,), (256,)),
+    ("int max", dict(v=1003, m=1), dict(n=1003), (4,), (256,)),
+    ("int max of negatives", dict(v=1003, m=1), dict(n=1003), (4,), (256,)),      # not the identity 0
+    ("grid-stride sum of squares", dict(x=1003, out=1), dict(n=1003), (3,), (64,)),
+    ("a conditional sum of a shorter array", dict(a=600, out=1), dict(n=1003, m=600), (4,), (256,)),
+    ("(void)atomicAdd", dict(x=1003, out=1), dict(n=1003), (4,), (256,)),
+]
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+@pytest.mark.parametrize("name, counts, scalars, grid, block", HOST_SUMS, ids=[h[0] for h in HOST_SUMS])
+def test_the_reduction_template_adds_what_the_kernel_adds(tmp_path, name, counts, scalars, grid, block):
+    """On the CPU (threads one by one; the block all-reduce folded in thread order, see
+    tests/host_emulation.py): the user's per-element atomics, then reduce_all at points with fewer
+    blocks than the count needs (its grid-stride loop) and with other vectors, on aligned and
+    misaligned arrays; the totals agree (floats to rounding, integers exactly) and the inputs are untouched."""
+    source, spec = next((r[1], r[2]) for r in RECOGNISED if r[0] == name)
+    op, why = recognize_flat(source, "k", spec)
+    assert op is not None and op.kind == "reduce", why
+    t = next(t for t in FLAT_TEMPLATES if t.name == "reduce_all")
+    from optiml.expr import evaluate
+    n = int(evaluate(op.n_size, dict(scalars)))
+    wants = run_on_host(tmp_path, "orig", source, "k", counts, scalars, grid, block)          # offsets 0 and 1
+    for i, p in enumerate([t.start_for(op), {"OPTIML_THREADS": 128, "OPTIML_VEC": 1, "OPTIML_ITEMS": 1, "OPTIML_BLOCKS": 2},
+                           {"OPTIML_THREADS": 128, "OPTIML_VEC": 8, "OPTIML_ITEMS": 2, "OPTIML_BLOCKS": 3}]):
+        point = dict(t.start_for(op), **p)
+        per_block = point["OPTIML_THREADS"] * point["OPTIML_VEC"] * point["OPTIML_ITEMS"]
+        blocks = min(-(-n // per_block), point["OPTIML_BLOCKS"])
+        gots = run_on_host(tmp_path, f"t{i}", instantiate_flat(source, op, p), "k", counts, scalars,
+                           (blocks,), (point["OPTIML_THREADS"],), allreduce=True)
+        for want, got in zip(wants, gots):
+            assert got[:-1] == want[:-1], (name, p)                   # the inputs, untouched
+            w, g = want[-1].split(), got[-1].split()
+            if "." in want[-1] or "p" in want[-1]:                    # floats, as %a
+                assert float.fromhex(g[0]) == pytest.approx(float.fromhex(w[0]), rel=1e-5), (name, p)
+            else:
+                assert g == w, (name, p)

@@ -65,6 +65,7 @@ class FlatOp:
     target: str = ""                # reduce: the pointer the atomic adds to
     acc_type: str = ""              # reduce: the target's element type
     n_timing: int = 0
+    index_setup: str = ""           # what index_decl needs, once a vector (from optiml_i0)
 
     @property
     def op(self) -> str:
@@ -164,7 +165,7 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
     except Exception:
         n_timing = 0
     typed = lambda names: tuple((a, params[a][0]) for a in sorted(names))      # noqa: E731
-    return FlatOp(entry=entry, kind=kind, index=index.label, index_decl=index.decl, n=bound, n_size=n_size,
+    return FlatOp(entry=entry, kind=kind, index=index.label, index_decl=index.decl, index_setup=index.setup, n=bound, n_size=n_size,
                   body=prog["body"], elems=typed(prog["elems"]), outs=typed(prog["outs"]),
                   loaded=tuple(sorted(prog["loaded"])), prelude=tuple(prelude), atomic=prog["atomic"],
                   target=prog["target"], acc_type=params[prog["target"]][0] if prog["target"] else "",

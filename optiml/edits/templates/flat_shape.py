@@ -67,6 +67,7 @@ class _Index:
     decl: str
     forms: frozenset
     aliases: tuple = ()           # names BODY's top level declares for the element (idx = r * cols + c)
+    setup: str = ""               # once a vector (from its first element optiml_i0), before decl
 
     @staticmethod
     def one(name: str, ty: str) -> "_Index":
@@ -78,9 +79,13 @@ class _Index:
         ``r * cols + c``."""
         w = _strip(cols)
         forms = {f"{r}*{w}+{c}", f"{w}*{r}+{c}", f"{c}+{r}*{w}", f"{c}+{w}*{r}"}
-        decl = (f"const {rty} {r} = ({rty})(optiml_i / ({cols})); const {cty} {c} = ({cty})(optiml_i % ({cols})); "
-                f"(void){r}; (void){c};")
-        return _Index((r, c), decl, frozenset(forms))
+        # one 64-bit division a vector; its elements step the column, wrapping to the next rows
+        setup = (f"const long long optiml_w = (long long)({cols}); const long long optiml_r0 = optiml_i0 / optiml_w, "
+                 f"optiml_c0 = optiml_i0 - optiml_r0 * optiml_w;")
+        decl = (f"long long optiml_cc = optiml_c0 + optiml_q, optiml_rr = optiml_r0; while (optiml_cc >= optiml_w) "
+                f"{{ optiml_cc -= optiml_w; optiml_rr++; }} const {rty} {r} = ({rty})optiml_rr; "
+                f"const {cty} {c} = ({cty})optiml_cc; (void){r}; (void){c};")
+        return _Index((r, c), decl, frozenset(forms), setup=setup)
 
     @property
     def label(self) -> str:
@@ -185,7 +190,7 @@ def _aliases(index: _Index, stmts) -> _Index:
             name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
             if name is not None and name.type == "identifier" and value is not None and _strip(_t(value)) in forms:
                 forms.add(_t(name))
-    return _Index(index.names, index.decl, frozenset(forms), tuple(sorted(forms - set(index.forms))))
+    return _Index(index.names, index.decl, frozenset(forms), tuple(sorted(forms - set(index.forms))), index.setup)
 
 
 class _Shape:
