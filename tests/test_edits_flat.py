@@ -131,6 +131,13 @@ RECOGNISED = [
      "int idx = row * cols + col; optiml_o_y = optiml_e_x + b[col];"),
     ("a grid-stride loop over a declared index", ONE.format("for (; i < n; i += blockDim.x * gridDim.x) y[i] = x[i];"),
      N, "map", ["x"], ["y"], [], None),
+    ("a volatile output", ONE.replace("float *y", "volatile float *y").format("if (i < n) y[i] = x[i] * 2.f;"), N,
+     "map", ["x"], [], [], "y[i] = optiml_e_x * 2.f;"),
+    ("a member of an element in a constructor", "__global__ void k(const float2 *x, float *y, int n) { int i = "
+     "blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float t(x[i].x); y[i] = t; } }", N, "map", [], ["y"], [], None),
+    ("through a reference in a namespace", "namespace ops { __device__ void relu_ip(float &v) { v = fmaxf(v, 0.f); } }"
+     "\n__global__ void k(float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) "
+     "ops::relu_ip(y[i]); }", spec_of(arg("y", "inout", ("n",)), sizes=("n",)), "map", [], [], [], "ops::relu_ip(y[i]);"),
     ("sum", ONE.replace("float *y", "float *out").format("if (i < n) atomicAdd(out, x[i]);"), SUM, "reduce", ["x"], [],
      [], "optiml_acc = optiml_acc + (OPTIML_ACC)(optiml_e_x);"),
     ("mse", "__global__ void k(const float *a, const float *b, float *out, int n) { int i = blockIdx.x * blockDim.x + "
@@ -210,6 +217,31 @@ REFUSED = [
                                                                               "y[i] = x[i] * 2.f; }"), N, "macro SKIP_IF"),
     ("a macro that stores", "#define SET_Y(v) y[i] = (v)\n" + ONE.format("if (i < n) { y[i] = x[i]; if (x[i] < 0.f) "
                                                                         "SET_Y(0.f); }"), N, "macro SET_Y"),
+    # a second review's
+    ("a scalar argument changed", "__global__ void k(float *y, unsigned seed, int n) { int i = blockIdx.x * blockDim.x "
+     "+ threadIdx.x; if (i < n) { seed ^= i * 2654435761u; y[i] = (seed & 0xffffff) / 16777216.f; } }", N, "changes seed"),
+    ("a prelude member changed", ONE.format("if (i < n) { acc.y += x[i]; y[i] = acc.y; }").replace(
+        "int i = blockIdx", "float2 acc = make_float2(0.f, 0.f); int i = blockIdx"), N, "changes acc"),
+    ("a prelude scalar changed by reference", "__device__ void addto(float &s, float v) { s += v; }\n" + ONE.format(
+        "if (i < n) { addto(s, x[i]); y[i] = s; }").replace("int i = blockIdx", "float s = 0.f; int i = blockIdx"), N,
+     "changes s"),
+    ("the index changed by reference", "__device__ void bump(int &k) { k++; }\n" + ONE.format(
+        "if (i < n) { bump(i); y[i] = x[i]; }"), N, "changes i"),
+    ("a lambda that copies an output", ONE.format("if (i < n) { auto old = [=]() { return y[i]; }; y[i] = x[i] * 2.f; "
+                                                  "y[i] += old(); }"), N, "a lambda in the per-element code uses an array"),
+    ("a helper of a helper reads its lane", "__device__ int lane() { return threadIdx.x & 31; }\n__device__ float "
+     "scale(float v) { return v * lane(); }\n" + ONE.format("if (i < n) y[i] = scale(x[i]);"), N, "calls scale"),
+    ("asm", ONE.format('if (i < n) { unsigned l; asm("mov.u32 %0, %%laneid;" : "=r"(l)); y[i] = x[i] * l; }'), N,
+     "asm"),
+    ("a grid-stride loop by the grid's blocks", "__global__ void k(const float *x, float *out, int n) { for (int i = "
+     "blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x) atomicAdd(out, x[i]); }", SUM, "not by the grid's"),
+    ("a wider row than the guard's", "__global__ void k(const float *x, float *y, int rows, int cols) { int r = "
+     "blockIdx.y * blockDim.y + threadIdx.y; int c = blockIdx.x * blockDim.x + threadIdx.x; if (r < rows && c < cols + 1) "
+     "y[r * cols + 1 + c] = x[r * cols + 1 + c]; }", BIAS, "a write of y at another index"),
+    ("a narrowing alias", ONE.format("if (i < n) { unsigned short j = i; y[j] = x[j] + 1.f; }"), N,
+     "a write of y at another index"),
+    ("a name of optiml's", ONE.format("if (i < n) { float optiml_e_x = 1.f; y[i] = x[i] + optiml_e_x; }"), N,
+     "a name of optiml's templates"),
     ("a template entry", "template <int B> __global__ void k(const float *x, float *y, int n) { int i = blockIdx.x * B "
      "+ threadIdx.x; if (i < n) y[i] = x[i]; }", N, "the entry is a C++ template"),
 ]
@@ -318,6 +350,8 @@ HOST = [   # RECOGNISED's name, each array's count, the scalars, the original's 
      ("y",)),
     ("a matrix's element named", dict(x=7 * 149, b=149, y=7 * 149), dict(rows=7, cols=149), (10, 1), (16, 16), ("y",)),
     ("through a reference", dict(y=1003), dict(n=1003), (4,), (256,), ()),
+    ("a volatile output", dict(x=1003, y=1003), dict(n=1003), (4,), (256,), ("y",)),
+    ("through a reference in a namespace", dict(y=1003), dict(n=1003), (4,), (256,), ()),
 ]
 
 

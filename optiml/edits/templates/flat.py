@@ -39,8 +39,8 @@ from ...source import _walk
 from ..cutree import _entry_def, _params, _t, _tree
 from .common import Spaced, place_rendered, render
 from .flat_body import _Body
-from .flat_shape import (_ATOMICS, _SIZE, _Refuse, _Shape, _aliases, _by_reference, _cooperating_helpers, _macros,
-                         _strip)
+from .flat_shape import (_ATOMICS, _SIZE, _Refuse, _Shape, _aliases, _by_reference, _cooperating_helpers, _defined,
+                         _macros, _strip)
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,8 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
     for name, _, ptr, p in _params(fdecl):
         ty = p.child_by_field_name("type")
         depth = sum(1 for n in _walk(p) if n.type == "pointer_declarator")
-        params[name] = (_t(ty) if ty is not None else "", ptr is not None, depth)
-    pointers = {n for n, (_, is_ptr, _) in params.items() if is_ptr}
+        params[name] = (_t(ty) if ty is not None else "", ptr is not None, depth, "volatile" in _t(p))
+    pointers = {n for n, (_, is_ptr, *_) in params.items() if is_ptr}
     launch = getattr(spec, "launch", None)
     block = tuple(getattr(launch, "block", ()) or ()) if launch is not None else ()
     try:
@@ -153,7 +153,7 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
         n_size = _spec_count(bound, params, spec, set(_constants(root)))
         index = _aliases(index, stmts)
         prog = _Body(stmts, index, pointers, params, dropped, _cooperating_helpers(root, fn), prelude_names,
-                     _macros(root), _by_reference(root, fn)).read()
+                     _macros(root), _by_reference(root, fn), _defined(root)).read()
     except _Refuse as e:
         return None, str(e)
     kind = "reduce" if prog["atomic"] else "map"

@@ -7,11 +7,18 @@ import re
 
 from ...source import _walk
 from ..cutree import _splice, _t
-from .flat_shape import _ATOMICS, _COOPERATE, _SIZE, _Refuse, _no_comments, _same, _short, _strip
+from .flat_shape import _ASM, _ATOMICS, _COOPERATE, _SIZE, _Refuse, _no_comments, _same, _short, _short_name, _strip
 
 _READ_ONLY = {"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"}    # loads through an address
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|[-+*/%&|^]=|<<=|>>=")
+
+
+def _ancestors(n):
+    p = n.parent
+    while p is not None:
+        yield p
+        p = p.parent
 
 
 class _Body:
@@ -24,18 +31,20 @@ class _Body:
     the count, or a null pointer BODY never touches, stays untouched)."""
 
     def __init__(self, stmts, index, pointers, params, dropped, helpers, prelude_names=(), macros=None,
-                 by_reference=()):
+                 by_reference=(), defined=()):
         self.stmts, self.index, self.pointers, self.params = stmts, index, pointers, params
         self.dropped, self.helpers = dropped, helpers
         self.prelude_names = set(prelude_names)
         self.macros = macros or {}
-        self.by_reference = set(by_reference)
+        self.by_reference = {_short_name(n) for n in by_reference}
+        self.defined = {_short_name(n) for n in defined}
+        self.volatile = {n for n, v in self.params.items() if len(v) > 3 and v[3]}
         self.parent = stmts[0].parent if stmts else None
 
     def _refuse_cooperation(self, text: str):
-        m = _COOPERATE.search(_no_comments(text))
+        m = _COOPERATE.search(_no_comments(text)) or _ASM.search(_no_comments(text))
         if m:
-            raise _Refuse(f"not templated: the per-element code uses {m.group(0)} (threads that cooperate)")
+            raise _Refuse(f"not templated: the per-element code uses {m.group(0)} (threads that cooperate, or asm)")
         for h in self.helpers:
             if re.search(rf"\b{re.escape(h)}\s*\(", text):
                 raise _Refuse(f"not templated: the per-element code calls {h}, whose threads cooperate")
@@ -52,17 +61,31 @@ class _Body:
     def _unconditional(self, n) -> bool:
         """``n`` runs once for every element: no branch, loop, short circuit or lambda between it
         and BODY's top level."""
-        child, p = n, n.parent
-        while p is not None and not _same(child, self._top(n)):
+        top = self._top(n)
+        prev, child, p = None, n, n.parent
+        while p is not None and not _same(child, top):
             if p.type in _LOOPS or p.type in ("switch_statement", "lambda_expression", "case_statement"):
                 return False
             if p.type in ("if_statement", "conditional_expression") and not _same(child, p.child_by_field_name("condition")):
                 return False
-            if p.type == "binary_expression" and _t(p.child_by_field_name("operator")) in ("&&", "||") and \
+            if p.type == "binary_expression" and _t(p.child_by_field_name("operator")) in ("&&", "||", "and", "or") and \
                     _same(child, p.child_by_field_name("right")):
                 return False
-            child, p = p, p.parent
+            if p.type == "call_expression" and _t(p.child_by_field_name("function") or p) in self.macros and \
+                    not (child.type == "argument_list" and self._evaluated(p, prev)):
+                return False                             # a macro's argument it may not evaluate
+            prev, child, p = child, p, p.parent
         return True
+
+    def _evaluated(self, call, arg) -> bool:
+        """The function-like macro ``call`` evaluates its argument ``arg`` once, whatever the values:
+        its parameter is in the replacement, which has no branch (?:, &&, ||, if)."""
+        params, body = self.macros[_t(call.child_by_field_name("function"))]
+        args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
+        k = next((j for j, a in enumerate(args) if _same(a, arg)), None)
+        body = _no_comments(body)
+        return k is not None and k < len(params) and re.search(rf"\b{re.escape(params[k])}\b", body) is not None \
+            and not re.search(r"\?|&&|\|\||\b(if|and|or)\b", body)
 
     def _leaves(self, n) -> bool:
         """A ``break``/``continue``/``return``/``goto`` that leaves BODY (or the thread)."""
@@ -100,23 +123,39 @@ class _Body:
                 d = d.child_by_field_name("declarator")
             if d is not None and _t(d) in names:
                 raise _Refuse(f"not templated: the per-element code declares {_t(d)} again")
-        for n in nodes:                  # the index changed, or a scalar of the prelude (it would carry over)
-            target = None
+        scalars = {n for n, (_, is_ptr, *_) in self.params.items() if not is_ptr}
+        for n in nodes:                  # the index changed, or a scalar from outside BODY (it would carry over)
+            targets = []
             if n.type == "assignment_expression":
-                target = n.child_by_field_name("left")
+                targets = [n.child_by_field_name("left")]
             elif n.type == "update_expression":
-                target = n.child_by_field_name("argument")
+                targets = [n.child_by_field_name("argument")]
             elif n.type == "pointer_expression" and _t(n).startswith("&"):
-                target = n.child_by_field_name("argument")
-            if target is not None and target.type == "identifier":
+                targets = [n.child_by_field_name("argument")]
+            elif n.type == "call_expression" and self._by_reference_call(n):
+                targets = list(n.child_by_field_name("arguments").named_children)
+            for target in targets:
+                while target is not None and target.type in ("field_expression", "subscript_expression",
+                                                             "parenthesized_expression"):
+                    target = (target.child_by_field_name("argument") if target.type != "parenthesized_expression"
+                              else next(iter(target.named_children), None))
+                if target is None or target.type != "identifier":
+                    continue
                 if _t(target) in self.index.names or _t(target) in self.index.aliases:
                     raise _Refuse(f"not templated: the per-element code changes {_t(target)}, the element's index")
-                if _t(target) in self.prelude_names:
+                if _t(target) in self.prelude_names or _t(target) in scalars:
                     raise _Refuse(f"not templated: the per-element code changes {_t(target)}, declared before it "
                                   "(its value would carry over from one element to the next)")
+        for n in nodes:                  # the template's own names
+            if n.type == "identifier" and _t(n).startswith("optiml_"):
+                raise _Refuse(f"not templated: the per-element code names {_t(n)}, a name of optiml's templates")
+        for n in nodes:                  # an array or an atomic inside a lambda (a copy may be what it writes)
+            if n.type == "lambda_expression" and (any(_t(c) in self.pointers for c in _walk(n) if c.type == "identifier")
+                                                  or "atomic" in _t(n)):
+                raise _Refuse(f"not templated: a lambda in the per-element code uses an array: {_short(_t(n))}")
         for n in nodes:                  # a macro that hides control flow, a store or an array
             if n.type == "identifier" and _t(n) in self.macros:
-                body = _no_comments(self.macros[_t(n)])
+                body = _no_comments(self.macros[_t(n)][1])
                 if re.search(r"\b(return|break|continue|goto)\b", body) or _ASSIGN.search(body) or \
                         any(re.search(rf"\b{re.escape(p)}\b", body) for p in self.pointers) or _COOPERATE.search(body):
                     raise _Refuse(f"not templated: the per-element code uses the macro {_t(n)}, which hides control "
@@ -137,10 +176,11 @@ class _Body:
         if p.type in ("field_expression", "pointer_expression", "subscript_expression") or \
                 (p.type == "unary_expression" and _t(p).startswith("&")):
             return "other"
-        if p.type == "argument_list" and p.parent is not None:
-            f = _t(p.parent.child_by_field_name("function") or p.parent)
-            if f in self.by_reference:
-                return "other"
+        if p.type == "argument_list" and (p.parent is None or p.parent.type != "call_expression"
+                                          or self._by_reference_call(p.parent)):
+            return "other"
+        if any(a.type in ("sizeof_expression", "alignof_expression", "decltype") for a in _ancestors(sub)):
+            return "other"                               # not an access at all
         return "read"
 
     def read(self) -> dict:
@@ -206,7 +246,8 @@ class _Body:
         elems, outs, loaded = set(), set(), set()
         for name, uses in at_index.items():
             ty = self.params[name][0]
-            if any(k == "other" for _, k in uses) or _SIZE.get(ty) is None or self.params[name][2] > 1:
+            if any(k == "other" for _, k in uses) or _SIZE.get(ty) is None or self.params[name][2] > 1 or \
+                    name in self.volatile:
                 continue
             if name not in written:
                 if any(self._unconditional(p) for p, _ in uses):
@@ -238,6 +279,16 @@ class _Body:
         body = "\n".join([ln[min(col, len(ln) - len(ln.lstrip(" "))):] for ln in body.split("\n")])
         return dict(body=body, elems=elems, outs=outs, loaded=loaded, atomic=atomic, target=target, written=written)
 
+    def _by_reference_call(self, call) -> bool:
+        """``call`` may take an argument by reference: a function of the source that does, or one from
+        elsewhere named with a namespace or template arguments (``cuda::std::swap``)."""
+        f = call.child_by_field_name("function")
+        if f is None:
+            return True
+        name = _t(f)
+        return _short_name(name) in self.by_reference or (("::" in name or "<" in name) and
+                                                          _short_name(name) not in self.defined)
+
     def _writes_through(self, sub) -> bool:
         """``sub`` (used other than as a plain value) may be written: a member or element of it
         assigned or incremented, its address taken, or it is passed to a function by reference."""
@@ -252,10 +303,11 @@ class _Body:
             return True
         if p.type == "update_expression" or p.type == "pointer_expression" or \
                 (p.type == "unary_expression" and _t(p).startswith("&")):
-            return not (p.parent is not None and p.parent.type == "argument_list" and
-                        _t(p.parent.parent.child_by_field_name("function")) in _READ_ONLY)
+            call = p.parent.parent if p.parent is not None and p.parent.type == "argument_list" else None
+            f = call.child_by_field_name("function") if call is not None else None
+            return not (f is not None and _t(f) in _READ_ONLY)
         if p.type == "argument_list":
-            return _t(p.parent.child_by_field_name("function")) in self.by_reference
+            return p.parent is None or p.parent.type != "call_expression" or self._by_reference_call(p.parent)
         return False
 
     def _stores(self, st, name: str) -> bool:

@@ -16,6 +16,9 @@ _COOPERATE = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim|warpSize|__sync
                         r"__threadfence\w*|__reduce_\w+_sync|__ballot\w*|__any_sync|__all_sync|__activemask|"
                         r"cooperative_groups|__shared__|__nanosleep)\b|\bcg::|\bclock\w*\s*\(")
 _ATOMICS = {"atomicAdd": "+", "atomicMax": "max", "atomicMin": "min"}
+_WIDE = {"int", "unsigned", "unsigned int", "long", "long long", "unsigned long", "unsigned long long", "size_t",
+         "int64_t", "uint64_t", "int32_t", "uint32_t", "ptrdiff_t", "auto"}
+_ASM = re.compile(r"\b(asm|__asm__|__asm)\b")
 _CAST = r"(?:\(\s*(?:size_t|int|long long|long|int64_t|unsigned(?: int)?|uint32_t|uint64_t)\s*\)\s*)?"
 
 
@@ -78,6 +81,7 @@ class _Index:
         """Row ``r`` and column ``c`` of a row-major matrix of ``cols`` columns: the element is
         ``r * cols + c``."""
         w = _strip(cols)
+        w = w if re.fullmatch(r"\w+", w) else f"({w})"            # r * (cols + 1) + c, never r * cols + 1 + c
         forms = {f"{r}*{w}+{c}", f"{w}*{r}+{c}", f"{c}+{r}*{w}", f"{c}+{w}*{r}"}
         # one 64-bit division a vector; its elements step the column, wrapping to the next rows
         setup = (f"const long long optiml_w = (long long)({cols}); const long long optiml_r0 = optiml_i0 / optiml_w, "
@@ -143,26 +147,59 @@ def _bound(cond_text: str, index: str) -> str | None:
 
 
 def _cooperating_helpers(root, fn) -> set[str]:
-    """Device functions whose code has threads cooperate or read their own coordinates."""
-    out = set()
+    """Device functions whose code has threads cooperate or read their own coordinates, directly,
+    through a macro or through another such function (or asm, which may read any register)."""
+    bodies = {}
     for d in _walk(root):
-        if d.type == "function_definition" and d is not fn and _COOPERATE.search(_t(d.child_by_field_name("body") or d)):
+        if d.type == "function_definition" and not _same(d, fn):
             decl = d.child_by_field_name("declarator")
             while decl is not None and decl.type != "function_declarator":
                 decl = decl.child_by_field_name("declarator")
             if decl is not None:
-                out.add(_t(decl.child_by_field_name("declarator")))
+                bodies[_short_name(_t(decl.child_by_field_name("declarator")))] = _no_comments(_t(d.child_by_field_name("body") or d))
+    macros = {_t(n.child_by_field_name("name")): _t(n.child_by_field_name("value") or n) for n in _walk(root)
+              if n.type in ("preproc_def", "preproc_function_def") and n.child_by_field_name("name") is not None}
+    bad = {m for m, v in macros.items() if _COOPERATE.search(v) or _ASM.search(v)}
+    out = {name for name, body in bodies.items() if _COOPERATE.search(body) or _ASM.search(body)}
+    while True:
+        calls = out | bad
+        more = {name for name, body in bodies.items() if name not in out and
+                any(re.search(rf"\b{re.escape(c)}\b", body) for c in calls)}
+        more |= {m for m, v in macros.items() if m not in bad and any(re.search(rf"\b{re.escape(c)}\b", v) for c in calls)}
+        if not more:
+            return out | bad
+        out |= {m for m in more if m in bodies}
+        bad |= {m for m in more if m in macros}
+
+
+def _defined(root) -> set[str]:
+    """The names of the functions the source defines."""
+    out = set()
+    for d in _walk(root):
+        if d.type == "function_definition":
+            decl = d.child_by_field_name("declarator")
+            while decl is not None and decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            if decl is not None:
+                out.add(_short_name(_t(decl.child_by_field_name("declarator"))))
     return out
 
 
-def _macros(root) -> dict[str, str]:
-    """name -> replacement text of every ``#define`` in the source."""
+def _short_name(name: str) -> str:
+    """``ops::relu_ip`` and ``clampi<float>`` as ``relu_ip`` and ``clampi``."""
+    return re.sub(r"<.*$", "", name.split("::")[-1]).strip()
+
+
+def _macros(root) -> dict[str, tuple[tuple, str]]:
+    """name -> (parameters, replacement text) of every ``#define`` in the source."""
     out = {}
     for n in _walk(root):
         if n.type in ("preproc_def", "preproc_function_def"):
             name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            ps = n.child_by_field_name("parameters")
+            params = tuple(_t(c) for c in ps.named_children if c.type == "identifier") if ps is not None else ()
             if name is not None:
-                out[_t(name)] = _t(value) if value is not None else ""
+                out[_t(name)] = (params, _t(value) if value is not None else "")
     return out
 
 
@@ -188,6 +225,9 @@ def _aliases(index: _Index, stmts) -> _Index:
             continue
         for d in (c for c in s.named_children if c.type == "init_declarator"):
             name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+            ty = re.sub(r"\bconst\b\s*", "", _t(s.child_by_field_name("type") or s)).strip()
+            if ty not in _WIDE:
+                continue                                  # unsigned short j = i: not the element past 65535
             if name is not None and name.type == "identifier" and value is not None and _strip(_t(value)) in forms:
                 forms.add(_t(name))
     return _Index(index.names, index.decl, frozenset(forms), tuple(sorted(forms - set(index.forms))), index.setup)
@@ -198,6 +238,7 @@ class _Shape:
 
     def __init__(self, fn, block, pointers, block_y=None):
         self.fn, self.block, self.pointers, self.block_y = fn, block, pointers, block_y
+        self.values: dict[str, str] = {}          # the kernel's indexing names dropped -> their values
 
     def read(self):
         body = self.fn.child_by_field_name("body")
@@ -224,6 +265,7 @@ class _Shape:
                         row = (name, _index_type(ty, value))
                     else:
                         dropped.add(name)
+                        self.values[name] = value
                 continue
             if s.type == "for_statement":
                 got = self._grid_stride(s, index, index_type, dropped)
@@ -301,9 +343,12 @@ class _Shape:
         step = re.fullmatch(rf"{re.escape(idx)}\s*\+=\s*(.+)", _flat(_t(upd)))
         if bound is None or step is None:
             return None
-        st = step.group(1)
-        if not (re.search(r"\bgridDim\.x\b", st) or _strip(st) in dropped):
-            return None
+        st = _strip(step.group(1))
+        st = _strip(self.values.get(st, st))
+        dims = {"blockDim.x"} | ({str(self.block)} if self.block is not None else set())
+        if st not in {f"{d}*gridDim.x" for d in dims} | {f"gridDim.x*{d}" for d in dims}:
+            raise _Refuse(f"not templated: the loop steps by {step.group(1)}, not by the grid's threads "
+                          "(blockDim.x * gridDim.x)")
         return idx, ity or "int", bound, _statements(loop.child_by_field_name("body"))
 
 

@@ -1,0 +1,105 @@
+"""Issue 26's Jinja2 templates (row_reduce, col_reduce, elementwise, reduce_all) run on the CPU against
+the first kernels they replace, at small sizes of each kernel's spec: tests/host_emulation.py compiles
+both as C++ and runs every thread of the grid, threads that cooperate for real (barriers of the
+block and of each warp, shuffles, shared memory, atomics), under AddressSanitizer. A FAKE GPU for
+semantics only: it shows that a template computes the kernel's outputs within the spec's tolerance
+and touches no memory outside the arrays; it says nothing of speed or of the GPU's own behaviour."""
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from optiml import expr
+from optiml.edits.templates.flat import FLAT_TEMPLATES, instantiate_flat, recognize_flat
+from optiml.edits.templates.rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
+from optiml.source import parse_source
+from optiml.spec import load_spec
+from tests.host_emulation import GXX, run_on_host
+
+pytestmark = pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+_COOPERATES = re.compile(r"__syncthreads|__shfl|__shared__|atomic")
+
+
+def _run(tmp, name, spec, source, sizes, offsets=(0, 1)):
+    info = parse_source(source)
+    launch = spec.resolve_launch(sizes, info)
+    env = spec.env(sizes, info.constants)
+    counts = {a.name: math.prod(int(expr.evaluate(str(d), env)) for d in a.shape) for a in spec.args if a.role != "scalar"}
+    scalars = {a.name: expr.evaluate(str(a.value), env) for a in spec.args if a.role == "scalar"}
+    outs = tuple(a.name for a in spec.args if a.role == "output")
+    return run_on_host(tmp, name, source, spec.entry, counts, scalars, launch.grid[:2], launch.block[:2], outs,
+                       offsets, threaded=bool(_COOPERATES.search(source)))
+
+
+def _agree(spec, want, got, what):
+    """Inputs bit for bit; outputs within the spec's tolerance (poisoned before, so one left unwritten
+    differs by far)."""
+    names = [a.name for a in spec.args if a.role != "scalar"]
+    for a, w, g in zip(names, want, got):
+        arg = next(x for x in spec.args if x.name == a)
+        if arg.role == "input":
+            assert g == w, (what, a)
+            continue
+        tol = spec.tolerances.get(arg.dtype) if isinstance(spec.tolerances, dict) else None
+        atol, rtol = (tol.atol, tol.rtol) if tol is not None else (1e-5, 1e-5)
+        ws, gs = [float.fromhex(v) for v in w.split()], [float.fromhex(v) for v in g.split()]
+        bad = [(i, x, y) for i, (x, y) in enumerate(zip(ws, gs)) if not abs(x - y) <= atol + rtol * abs(x)]
+        assert len(ws) == len(gs) and not bad, (what, a, bad[:3])
+
+
+def _spec(folder, name):
+    k = BENCH / folder / f"{name}.cu"
+    src = k.read_text()
+    return src, load_spec(k.with_suffix(".toml"), k, kernel_source=src)
+
+
+ROWS = [   # first kernel, the sizes it runs at here (one longer than a small point's registers)
+    ("issue25", "softmax_long", {"rows": 2, "cols": 1001}),
+    ("issue25", "rmsnorm_strided", {"batch": 2, "features": 7, "spatial": 333}),
+    ("issue26", "layernorm_rows", {"rows": 3, "cols": 601}),
+    ("issue26", "logsoftmax_warp", {"n_rows": 3, "n_cols": 300}),
+]
+
+
+@pytest.mark.parametrize("folder, name, sizes", ROWS, ids=[r[1] for r in ROWS])
+def test_the_row_templates_compute_the_first_kernels_outputs(tmp_path, folder, name, sizes):
+    """The start point (the row in registers), a point whose registers hold less than the row (each
+    pass reads it again), and the space's last point."""
+    src, spec = _spec(folder, name)
+    op, why = recognize_rowwise(src, spec.entry, spec)
+    assert op is not None, why
+    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
+    small = next(p for p in t.points() if p["OPTIML_VEC"] * p["OPTIML_ITEMS"] *
+                 (p["OPTIML_THREADS"] if not op.strided else p["OPTIML_FS"]) < 256)
+    want = _run(tmp_path, "orig", spec, src, sizes)
+    for i, p in enumerate([t.start_for(op), small, t.points()[-1]]):
+        got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(src, op, p, t.name), sizes)
+        for offset, (w, g) in enumerate(zip(want, got)):
+            _agree(spec, w, g, (name, p, offset))
+
+
+FLATS = [
+    ("issue25", "silu", {"n": 1003}),
+    ("issue26", "bias_gelu", {"rows": 7, "cols": 149}),
+    ("issue26", "mse_loss", {"n": 2051}),
+]
+
+
+@pytest.mark.parametrize("folder, name, sizes", FLATS, ids=[f[1] for f in FLATS])
+def test_the_flat_templates_compute_the_first_kernels_outputs(tmp_path, folder, name, sizes):
+    """The start point, the space's first point and a point with fewer blocks than the count needs
+    (reduce_all's grid-stride loop), threads and the block all-reduce for real."""
+    src, spec = _spec(folder, name)
+    op, why = recognize_flat(src, spec.entry, spec)
+    assert op is not None, why
+    t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
+    points = [t.start_for(op), t.points()[0]]
+    if op.kind == "reduce":
+        points.append({"OPTIML_THREADS": 128, "OPTIML_VEC": 2, "OPTIML_ITEMS": 2, "OPTIML_BLOCKS": 256})
+    want = _run(tmp_path, "orig", spec, src, sizes)
+    for i, p in enumerate(points):
+        got = _run(tmp_path, f"t{i}", spec, instantiate_flat(src, op, p, t.name), sizes)
+        for offset, (w, g) in enumerate(zip(want, got)):
+            _agree(spec, w, g, (name, p, offset))
