@@ -195,8 +195,9 @@ def run_on_host(tmp: Path, name: str, source: str, entry: str, counts: dict, sca
         n = counts[pname]
         lines.append(f"    {ty} *{pname}_mem = new {ty}[{n} + offset];")
         lines.append(f"    {ty} *{pname}_at = {pname}_mem + offset;")
-        fill = "12345" if pname in poisoned else "((j * 37 + 11) % 101) / 25.0 - 2.0" if ty in ("float", "double") \
-            else "(j * 7 + 3) % 23 - 11"
+        salt = 13 * len(dumps)                      # each array its own values
+        fill = "12345" if pname in poisoned else f"((j * 37 + 11 + {salt}) % 101) / 25.0 - 2.0" if ty in ("float", "double") \
+            else f"(j * 7 + 3 + {salt}) % 23 - 11"
         lines.append(f"    for (long long j = 0; j < {n}; j++) {pname}_at[j] = ({ty})({fill});")
         args.append(f"{pname}_at")
         fmt, cast = _FORMAT.get(ty, ("%d", "(int)"))

@@ -55,11 +55,12 @@ def _spec(folder, name):
     return src, load_spec(k.with_suffix(".toml"), k, kernel_source=src)
 
 
-ROWS = [   # first kernel, the sizes it runs at here (one longer than a small point's registers)
+# first kernel, the sizes it runs at here (longer rows than a small point's registers); logsoftmax_warp
+# is left out: its literal grid of 1056 blocks of 256 cooperating threads takes 70 s to emulate
+ROWS = [
     ("issue25", "softmax_long", {"rows": 2, "cols": 1001}),
     ("issue25", "rmsnorm_strided", {"batch": 2, "features": 7, "spatial": 333}),
     ("issue26", "layernorm_rows", {"rows": 3, "cols": 601}),
-    ("issue26", "logsoftmax_warp", {"n_rows": 3, "n_cols": 300}),
 ]
 
 
