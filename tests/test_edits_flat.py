@@ -138,6 +138,10 @@ RECOGNISED = [
     ("through a reference in a namespace", "namespace ops { __device__ void relu_ip(float &v) { v = fmaxf(v, 0.f); } }"
      "\n__global__ void k(float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) "
      "ops::relu_ip(y[i]); }", spec_of(arg("y", "inout", ("n",)), sizes=("n",)), "map", [], [], [], "ops::relu_ip(y[i]);"),
+    ("a thread's sum added once", "__global__ void k(const float *x, float *out, int n) { float s = 0.0f; "
+     "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { float v = x[i]; "
+     "if (v > 0.f) s += v * v; } atomicAdd(out, s); }", SUM, "reduce", ["x"], [], [],
+     "float v = optiml_e_x; if (v > 0.f) optiml_acc = optiml_acc + (OPTIML_ACC)(v * v);"),
     ("sum", ONE.replace("float *y", "float *out").format("if (i < n) atomicAdd(out, x[i]);"), SUM, "reduce", ["x"], [],
      [], "optiml_acc = optiml_acc + (OPTIML_ACC)(optiml_e_x);"),
     ("mse", "__global__ void k(const float *a, const float *b, float *out, int n) { int i = blockIdx.x * blockDim.x + "
@@ -242,6 +246,12 @@ REFUSED = [
      "a write of y at another index"),
     ("a name of optiml's", ONE.format("if (i < n) { float optiml_e_x = 1.f; y[i] = x[i] + optiml_e_x; }"), N,
      "a name of optiml's templates"),
+    ("a thread's sum read in its loop", "__global__ void k(const float *x, float *out, int n) { float s = 0.0f; "
+     "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { s += x[i]; "
+     "if (s > 10.f) s = 0.f; } atomicAdd(out, s); }", SUM, "statements after the per-element loop"),
+    ("a thread's sum from one", "__global__ void k(const float *x, float *out, int n) { float s = 1.0f; "
+     "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; "
+     "atomicAdd(out, s); }", SUM, "statements after the per-element loop"),
     ("a template entry", "template <int B> __global__ void k(const float *x, float *y, int n) { int i = blockIdx.x * B "
      "+ threadIdx.x; if (i < n) y[i] = x[i]; }", N, "the entry is a C++ template"),
 ]
@@ -390,6 +400,7 @@ HOST_SUMS = [   # RECOGNISED's name, counts, scalars, the original's grid and bl
     ("grid-stride sum of squares", dict(x=1003, out=1), dict(n=1003), (3,), (64,)),
     ("a conditional sum of a shorter array", dict(a=600, out=1), dict(n=1003, m=600), (4,), (256,)),
     ("(void)atomicAdd", dict(x=1003, out=1), dict(n=1003), (4,), (256,)),
+    ("a thread's sum added once", dict(x=1003, out=1), dict(n=1003), (3,), (128,)),
 ]
 
 

@@ -36,11 +36,11 @@ import re
 from dataclasses import dataclass
 
 from ...source import _walk
-from ..cutree import _entry_def, _params, _t, _tree
+from ..cutree import _entry_def, _params, _splice, _t, _tree
 from .common import Spaced, place_rendered, render
 from .flat_body import _Body
 from .flat_shape import (_ATOMICS, _SIZE, _Refuse, _Shape, _aliases, _by_reference, _cooperating_helpers, _defined,
-                         _macros, _strip)
+                         _macros, _same, _strip)
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,9 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
     fn, fdecl = _entry_def(root, entry)
     if fn is None or spec is None:
         return None, None
+    as_atomics = _thread_sum_as_atomics(source, fn)
+    if as_atomics is not None:                   # read it as the same sum with an atomic an element
+        return recognize_flat(as_atomics, entry, spec)
     if fn.parent is not None and fn.parent.type == "template_declaration":
         return None, "not templated: the entry is a C++ template"
     params = {}                                  # name -> (element type, a pointer, pointer depth)
@@ -170,6 +173,48 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
                   loaded=tuple(sorted(prog["loaded"])), prelude=tuple(prelude), atomic=prog["atomic"],
                   target=prog["target"], acc_type=params[prog["target"]][0] if prog["target"] else "",
                   n_timing=n_timing), None
+
+
+_ZERO = re.compile(r"\(?\s*(0|0\.0*|0?\.0+)[fF]?\s*\)?|\(\s*\w+\s*\)\s*0|\w+\s*\(\s*0\s*\)")
+
+
+def _thread_sum_as_atomics(source: str, fn) -> str | None:
+    """A thread's grid-stride sum added once at its end (``float s = 0; for (...) s += E; atomicAdd(out,
+    s);``) written as an atomic an element (``for (...) atomicAdd(out, E);``): the same total, which
+    the reading of one element at a time takes; None for any other kernel."""
+    stmts = [c for c in fn.child_by_field_name("body").named_children if c.type != "comment"]
+    if len(stmts) < 3 or stmts[-2].type != "for_statement" or stmts[-1].type != "expression_statement":
+        return None
+    call = stmts[-1].named_children[0] if stmts[-1].named_children else None
+    if call is None or call.type != "call_expression" or _t(call.child_by_field_name("function")) != "atomicAdd":
+        return None
+    args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
+    if len(args) != 2 or args[1].type != "identifier":
+        return None
+    s = _t(args[1])
+    decl = next((d for d in stmts[:-2] if d.type == "declaration" and
+                 [c for c in d.named_children if c.type in ("init_declarator", "identifier")] and
+                 all(c.type == "init_declarator" for c in d.named_children if c.type in ("init_declarator", "identifier"))
+                 and [_t(c.child_by_field_name("declarator")) for c in d.named_children if c.type == "init_declarator"] == [s]),
+                None)
+    if decl is None:
+        return None
+    init = next(c for c in decl.named_children if c.type == "init_declarator").child_by_field_name("value")
+    if init is None or not _ZERO.fullmatch(_t(init).strip()):
+        return None
+    if any(n.type == "identifier" and _t(n) == s for st in stmts[:-2] if not _same(st, decl) for n in _walk(st)):
+        return None                               # s used before the loop
+    edits = [(decl.start_byte, decl.end_byte, ""), (stmts[-1].start_byte, stmts[-1].end_byte, "")]
+    for n in _walk(stmts[-2]):
+        if n.type == "identifier" and _t(n) == s:
+            a = n.parent
+            if a is None or a.type != "assignment_expression" or _t(a.child_by_field_name("operator")) != "+=" or \
+                    not _same(a.child_by_field_name("left"), n) or a.parent is None or a.parent.type != "expression_statement":
+                return None                       # s is read, or changed otherwise than by s += E
+            edits.append((a.start_byte, a.end_byte, f"atomicAdd({_t(args[0])}, {_t(a.child_by_field_name('right'))})"))
+    if len(edits) < 3:
+        return None
+    return _splice(source, edits)
 
 
 def _spec_count(bound: str, params: dict, spec, constants: set = frozenset()) -> str:
