@@ -149,14 +149,8 @@ def _bound(cond_text: str, index: str) -> str | None:
 def _cooperating_helpers(root, fn) -> set[str]:
     """Device functions whose code has threads cooperate or read their own coordinates, directly,
     through a macro or through another such function (or asm, which may read any register)."""
-    bodies = {}
-    for d in _walk(root):
-        if d.type == "function_definition" and not _same(d, fn):
-            decl = d.child_by_field_name("declarator")
-            while decl is not None and decl.type != "function_declarator":
-                decl = decl.child_by_field_name("declarator")
-            if decl is not None:
-                bodies[_short_name(_t(decl.child_by_field_name("declarator")))] = _no_comments(_t(d.child_by_field_name("body") or d))
+    bodies = {name: _no_comments(_t(d.child_by_field_name("body") or d)) for name, d, _ in _functions(root)
+              if not _same(d, fn)}
     macros = {_t(n.child_by_field_name("name")): _t(n.child_by_field_name("value") or n) for n in _walk(root)
               if n.type in ("preproc_def", "preproc_function_def") and n.child_by_field_name("name") is not None}
     bad = {m for m, v in macros.items() if _COOPERATE.search(v) or _ASM.search(v)}
@@ -174,15 +168,18 @@ def _cooperating_helpers(root, fn) -> set[str]:
 
 def _defined(root) -> set[str]:
     """The names of the functions the source defines."""
-    out = set()
+    return {name for name, _, _ in _functions(root)}
+
+
+def _functions(root):
+    """(short name, definition, function declarator) of each function the source defines."""
     for d in _walk(root):
         if d.type == "function_definition":
             decl = d.child_by_field_name("declarator")
             while decl is not None and decl.type != "function_declarator":
                 decl = decl.child_by_field_name("declarator")
             if decl is not None:
-                out.add(_short_name(_t(decl.child_by_field_name("declarator"))))
-    return out
+                yield _short_name(_t(decl.child_by_field_name("declarator"))), d, decl
 
 
 def _short_name(name: str) -> str:
@@ -205,15 +202,8 @@ def _macros(root) -> dict[str, tuple[tuple, str]]:
 
 def _by_reference(root, fn) -> set[str]:
     """The source's functions with a parameter taken by reference (an element passed to one may be written)."""
-    out = set()
-    for d in _walk(root):
-        if d.type == "function_definition" and not _same(d, fn):
-            decl = d.child_by_field_name("declarator")
-            while decl is not None and decl.type != "function_declarator":
-                decl = decl.child_by_field_name("declarator")
-            if decl is not None and "&" in _t(decl.child_by_field_name("parameters") or decl):
-                out.add(_t(decl.child_by_field_name("declarator")))
-    return out
+    return {name for name, d, decl in _functions(root)
+            if not _same(d, fn) and "&" in _t(decl.child_by_field_name("parameters") or decl)}
 
 
 def _aliases(index: _Index, stmts) -> _Index:
