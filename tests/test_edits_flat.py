@@ -142,6 +142,9 @@ RECOGNISED = [
      "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { float v = x[i]; "
      "if (v > 0.f) s += v * v; } atomicAdd(out, s); }", SUM, "reduce", ["x"], [], [],
      "float v = optiml_e_x; if (v > 0.f) optiml_acc = optiml_acc + (OPTIML_ACC)(v * v);"),
+    ("a local count and static_cast", "__global__ void k(const float *x, float *y, int rows, int cols) { const int "
+     "total = rows * cols; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < total) "
+     "y[static_cast<size_t>(i)] = x[(i)] * 2.f; }", BIAS, "map", ["x"], ["y"], [], "optiml_o_y = optiml_e_x * 2.f;"),
     ("sum", ONE.replace("float *y", "float *out").format("if (i < n) atomicAdd(out, x[i]);"), SUM, "reduce", ["x"], [],
      [], "optiml_acc = optiml_acc + (OPTIML_ACC)(optiml_e_x);"),
     ("mse", "__global__ void k(const float *a, const float *b, float *out, int n) { int i = blockIdx.x * blockDim.x + "
@@ -304,7 +307,7 @@ def test_a_count_from_a_macro_stays_the_macro_in_the_launch():
 def test_a_matrix_is_run_over_its_flat_index():
     src = next(r[1] for r in RECOGNISED if r[0] == "a matrix with a row bias")
     op, _ = recognize_flat(src, "k", BIAS)
-    assert op.n == "(long long)(rows) * (cols)" and op.n_size == "((rows))*((cols))"     # no int overflow
+    assert op.n == "(long long)(rows) * (cols)" and op.n_size == "(rows)*(cols)"     # no int overflow
     assert "optiml_r0 = optiml_i0 / optiml_w" in op.index_setup and "(long long)(cols)" in op.index_setup
     assert "const int r = (int)optiml_rr; const int c = (int)optiml_cc;" in op.index_decl
 
@@ -361,6 +364,7 @@ HOST = [   # RECOGNISED's name, each array's count, the scalars, the original's 
     ("a matrix's element named", dict(x=7 * 149, b=149, y=7 * 149), dict(rows=7, cols=149), (10, 1), (16, 16), ("y",)),
     ("through a reference", dict(y=1003), dict(n=1003), (4,), (256,), ()),
     ("a volatile output", dict(x=1003, y=1003), dict(n=1003), (4,), (256,), ("y",)),
+    ("a local count and static_cast", dict(x=7 * 149, y=7 * 149), dict(rows=7, cols=149), (5,), (256,), ("y",)),
     ("through a reference in a namespace", dict(y=1003), dict(n=1003), (4,), (256,), ()),
 ]
 

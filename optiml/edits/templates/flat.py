@@ -153,7 +153,7 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
     index, bound, prelude, stmts, dropped, prelude_names = shape
     try:
         from ...source import _constants
-        n_size = _spec_count(bound, params, spec, set(_constants(root)))
+        n_size = _spec_count(_through(bound, prelude), params, spec, set(_constants(root)))
         index = _aliases(index, stmts)
         prog = _Body(stmts, index, pointers, params, dropped, _cooperating_helpers(root, fn), prelude_names,
                      _macros(root), _by_reference(root, fn), _defined(root)).read()
@@ -215,6 +215,16 @@ def _thread_sum_as_atomics(source: str, fn) -> str | None:
     if len(edits) < 3:
         return None
     return _splice(source, edits)
+
+
+def _through(bound: str, prelude) -> str:
+    """``bound`` with the names the prelude declares from the kernel's sizes (``int total = rows *
+    cols;``) replaced by their values (once each, in order), for the spec's count."""
+    for st in reversed(prelude):
+        m = re.fullmatch(r"(?:const\s+)?(?:int|long long|long|size_t|unsigned(?: int)?|int64_t)\s+(\w+)\s*=\s*([^;,]+);", st.strip())
+        if m and re.search(rf"\b{m.group(1)}\b", bound):
+            bound = re.sub(rf"\b{m.group(1)}\b", f"({m.group(2).strip()})", bound)
+    return bound
 
 
 def _spec_count(bound: str, params: dict, spec, constants: set = frozenset()) -> str:

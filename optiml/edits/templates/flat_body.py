@@ -286,6 +286,8 @@ class _Body:
         if f is None:
             return True
         name = _t(f)
+        if re.fullmatch(r"static_cast\s*<[^&<>]*>", name):
+            return False                                 # a conversion to a value
         return _short_name(name) in self.by_reference or (("::" in name or "<" in name) and
                                                           _short_name(name) not in self.defined)
 

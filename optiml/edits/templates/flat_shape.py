@@ -40,9 +40,16 @@ def _short(t: str) -> str:
 
 
 def _strip(text: str) -> str:
-    """``text`` without spaces, outer parentheses or integer casts."""
+    """``text`` without spaces, integer casts (C-style or ``static_cast``), parentheses around one
+    name, or outer parentheses."""
     t = re.sub(r"\s+", "", text)
-    t = re.sub(r"\((?:size_t|int|longlong|long|int64_t|unsigned|unsignedint|uint32_t|uint64_t)\)", "", t)
+    ints = r"(?:size_t|int|longlong|long|int64_t|unsigned|unsignedint|uint32_t|uint64_t|longint|unsignedlong|unsignedlonglong)"
+    t = re.sub(rf"\({ints}\)", "", t)
+    t = re.sub(rf"static_cast<{ints}>(?=\()", "", t)
+    before = None
+    while before != t:
+        before = t
+        t = re.sub(r"\((\w+|\w+\.\w+)\)", r"\1", t)
     while t.startswith("(") and t.endswith(")") and t.count("(") == 1:
         t = t[1:-1]
     return t
