@@ -46,6 +46,11 @@ static dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+#define __align__(n) __attribute__((aligned(n)))
 static inline void __syncthreads() {}
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
@@ -109,6 +114,11 @@ static const int warpSize = 32;
 #define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+#define __align__(n) __attribute__((aligned(n)))
 struct optiml_host_warp { std::unique_ptr<std::barrier<>> bar; unsigned long long slot[32]; };
 static std::unique_ptr<std::barrier<>> optiml_host_block;
 static std::vector<optiml_host_warp> optiml_host_warps;

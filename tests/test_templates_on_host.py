@@ -81,6 +81,22 @@ def test_the_row_templates_compute_the_first_kernels_outputs(tmp_path, folder, n
             _agree(spec, w, g, (name, p, offset))
 
 
+def test_the_fp32_gemm_template_computes_the_linear_layer(tmp_path):
+    """gemm_f32_warp (warp tiles, float4 shared-memory reads, double buffering) behind the nn.Linear +
+    bias + ReLU first kernel, at sizes no tile divides, at its start and the space's first and last
+    points (the tensor-core templates need the GPU's own instructions: not emulated)."""
+    from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm
+    src, spec = _spec("issue26", "linear_relu")
+    g, why = recognize_gemm(src, spec.entry, spec)
+    assert g is not None, why
+    t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f32_warp")
+    sizes = {"M": 37, "N": 68, "K": 44}
+    want = _run(tmp_path, "orig", spec, src, sizes, offsets=(0,))
+    for i, p in enumerate([t.start, t.points()[0], t.points()[-1]]):
+        got = _run(tmp_path, f"t{i}", spec, instantiate_gemm(src, g, p, t.name), sizes, offsets=(0,))
+        _agree(spec, want[0], got[0], ("linear_relu", p))
+
+
 FLATS = [
     ("issue25", "silu", {"n": 1003}),
     ("issue26", "bias_gelu", {"rows": 7, "cols": 149}),
