@@ -120,3 +120,89 @@ def test_the_flat_templates_compute_the_first_kernels_outputs(tmp_path, folder, 
         got = _run(tmp_path, f"t{i}", spec, instantiate_flat(src, op, p, t.name), sizes)
         for offset, (w, g) in enumerate(zip(want, got)):
             _agree(spec, w, g, (name, p, offset))
+
+
+_MM_SPEC = """[kernel]
+entry = "mm"
+
+[sizes]
+timing = {{ M = 64, N = 64, K = 64 }}
+verify = [{{ M = 37, N = 68, K = 44 }}, {{ M = 5, N = 3, K = 7 }}]
+
+[[args]]
+name = "A"
+dtype = "float32"
+role = "input"
+shape = {a}
+
+[[args]]
+name = "B"
+dtype = "float32"
+role = "input"
+shape = {b}
+
+[[args]]
+name = "C"
+dtype = "float32"
+role = "output"
+shape = ["M", "N"]
+
+[[args]]
+name = "M"
+dtype = "int32"
+role = "scalar"
+value = "M"
+
+[[args]]
+name = "N"
+dtype = "int32"
+role = "scalar"
+value = "N"
+
+[[args]]
+name = "K"
+dtype = "int32"
+role = "scalar"
+value = "K"
+
+[[args]]
+name = "alpha"
+dtype = "float32"
+role = "scalar"
+value = 0.5
+
+[launch]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
+block = [16, 16]
+
+[tolerance]
+float32 = {{ atol = 1e-4, rtol = 1e-4 }}
+"""
+_MM = """__global__ void mm(const float *A, const float *B, float *C, int M, int N, int K, float alpha) {{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r >= M || c >= N) return;
+    float acc = 0.f;
+    for (int i = 0; i < K; i++) acc += A[{a}] * B[{b}];
+    C[(size_t)r * N + c] = tanhf(alpha * acc) + C[(size_t)r * N + c];
+}}
+"""
+_LAYOUTS = {"mk": ('["M", "K"]', "(size_t)r * K + i"), "km": ('["K", "M"]', "(size_t)i * M + r"),
+            "kn": ('["K", "N"]', "(size_t)i * N + c"), "nk": ('["N", "K"]', "(size_t)c * K + i")}
+
+
+@pytest.mark.parametrize("la, lb", [("mk", "kn"), ("km", "kn"), ("km", "nk"), ("mk", "nk")])
+def test_the_fp32_gemm_template_computes_each_operand_layout_with_an_epilogue_reading_c(tmp_path, la, lb):
+    """gemm_f32_warp for A as M x K or K x M and B as K x N or N x K (only the nn.Linear layout ran on
+    the GPU), with an epilogue of a scalar, a function and C's old value, at its start point."""
+    from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm
+    (tmp_path / "mm.toml").write_text(_MM_SPEC.format(a=_LAYOUTS[la][0], b=_LAYOUTS[lb][0]))
+    src = _MM.format(a=_LAYOUTS[la][1], b=_LAYOUTS[lb][1])
+    (tmp_path / "mm.cu").write_text(src)
+    spec = load_spec(tmp_path / "mm.toml", tmp_path / "mm.cu", kernel_source=src)
+    g, why = recognize_gemm(src, "mm", spec)
+    assert g is not None and (g.a_layout, g.b_layout) == (la, lb), why
+    t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f32_warp")
+    sizes = {"M": 37, "N": 68, "K": 44}
+    (want,) = _run(tmp_path, "orig", spec, src, sizes, offsets=(0,))
+    (got,) = _run(tmp_path, "t", spec, instantiate_gemm(src, g, None, t.name), sizes, offsets=(0,))
+    _agree(spec, want, got, (la, lb))
