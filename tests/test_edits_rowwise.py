@@ -463,3 +463,52 @@ def test_a_shared_total_filled_by_atomics_is_the_reduced_value(tmp_path):
 def test_programs_that_would_differ_found_by_a_second_review_are_refused(source, reason):
     op, why = recognize_rowwise(source, "k", ROWS)
     assert op is None and why is not None and reason in why, why
+
+
+ROWS_SCALE = spec_of(arg("x", "input", ("rows", "cols")), arg("scale", "input", ("rows",)),
+                     arg("y", "output", ("rows", "cols")), arg("eps", "scalar", value=1e-6), sizes=("rows", "cols"))
+ROWS_EPS = spec_of(arg("x", "input", ("rows", "cols")), arg("y", "output", ("rows", "cols")),
+                   arg("eps", "scalar", value=1e-6), sizes=("rows", "cols"))
+
+
+@pytest.mark.parametrize("source, spec, reason", [
+    # a per-row value folded into a kept scalar through the kernel's own index (once dropped silently)
+    ("""__global__ void k(const float *x, const float *scale, float *y, int rows, int cols, float eps) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x; if (r >= rows) return;
+  float ss = 0.f; for (int j = 0; j < cols; j++) ss += x[r * cols + j] * x[r * cols + j];
+  float inv = rsqrtf(ss / cols + eps);
+  inv *= scale[r];
+  for (int j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + j] * inv; }""", ROWS_SCALE, "changes inv"),
+    # a shared scalar given a function of the sum, not the sum (once read back as the sum)
+    ("""__global__ void k(const float *x, float *y, int rows, int cols, float eps) {
+  __shared__ float stat[1]; int r = blockIdx.x, lane = threadIdx.x;
+  float ss = 0.f; for (int j = lane; j < cols; j += 32) ss += x[r * cols + j] * x[r * cols + j];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) stat[0] = rsqrtf(ss / cols + eps);
+  __syncwarp();
+  float inv = stat[0];
+  for (int j = lane; j < cols; j += 32) y[r * cols + j] = x[r * cols + j] * inv; }""", ROWS_EPS,
+     "holds something other than a reduction's partial results"),
+    # the tree's result read straight from shared memory inside the row's loops (once a compile error)
+    ("""__global__ void k(const float *x, float *y, int rows, int cols) {
+  __shared__ float smax[128]; int tid = threadIdx.x; const float *xr = x + (size_t)blockIdx.x * cols;
+  float m = -INFINITY; for (int j = tid; j < cols; j += 128) m = fmaxf(m, xr[j]);
+  smax[tid] = m; __syncthreads();
+  for (int s = 64; s > 0; s >>= 1) { if (tid < s) smax[tid] = fmaxf(smax[tid], smax[tid + s]); __syncthreads(); }
+  for (int j = tid; j < cols; j += 128) y[(size_t)blockIdx.x * cols + j] = expf(xr[j] - smax[0]); }""", ROWS,
+     "reads smax, shared"),
+])
+def test_a_third_reviews_row_kernels_are_refused_with_the_reason(source, spec, reason):
+    op, why = recognize_rowwise(source, "k", spec)
+    assert op is None and why is not None and reason in why, why
+
+
+def test_a_weight_read_through_ldg_is_the_weights_element_not_a_local_address():
+    src = """__global__ void k(const float *x, const float *w, float *y, int rows, int cols) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x; if (r >= rows) return; size_t off = (size_t)r * cols;
+  float ss = 0.f; for (int j = 0; j < cols; ++j) ss += x[off + j] * x[off + j];
+  float inv = rsqrtf(ss / cols + 1e-6f);
+  for (int j = 0; j < cols; ++j) y[off + j] = __ldg(&x[off + j]) * inv * __ldg(&w[j]); }"""
+    op, why = recognize_rowwise(src, "k", ROWS_W)
+    assert op is not None, why
+    assert op.steps[-1].body == "optiml_out = optiml_v * inv * optiml_s_w;"

@@ -368,10 +368,13 @@ class _Program:
             base = _base(left)
             if base in self.shared:
                 r = _t(right).strip()
+                carried = self._carried(right)
                 if r in self.accs:
                     self.shared_of[base] = r
-                elif not _is_combine(right, self.shared) and base in self.shared_of:
-                    self.shared_of[base] = None
+                elif carried is not None and self.shared_of.get(base, carried) == carried:
+                    self.shared_of[base] = carried                       # sh[t] = c ? s : 0, a shuffle of s
+                elif not _is_combine(right, self.shared):
+                    self.shared_of[base] = None                          # stat[0] = rsqrtf(ss / n): not ss
         # a scalar given the combined value: `tot += sh[w]`, `s = warpReduceSum(s)`, `m = __shfl_sync(.., m, 0)`
         for n in _walk(s):
             if n.type == "call_expression" and re.match(r"atomic(Add|Max|Min)$", _t(n.child_by_field_name("function"))):
@@ -399,6 +402,14 @@ class _Program:
                 self.steps.append(Step("stmt", f"{_t(t)} {next(iter(declared))} = {self.result_of[acc]};"))
             else:
                 self.dropped |= declared - self.shared
+
+    def _carried(self, node) -> str | None:
+        """The accumulator ``node`` carries exactly (:meth:`_exact`), if one, without refusing."""
+        try:
+            found = self._exact(node)
+        except _Refuse:
+            return None
+        return found if found in self.accs else None
 
     def _source_of(self, node) -> str | None:
         """The reduced scalar an expression of the kernel's combining carries: the scalar itself, a
@@ -469,6 +480,12 @@ class _Program:
         if names & (self.xs | self.ys) and not is_ptr:
             raise _Refuse(f"not templated: {_short(t)} reads the row outside a loop over it")
         if _INDEX.search(t) or is_ptr or names & self.dropped or (declared and not _is_value(s)):
+            changed = {_t(n.child_by_field_name("left") if n.type == "assignment_expression" else n.child_by_field_name("argument"))
+                       for n in _walk(s) if n.type in ("assignment_expression", "update_expression")}
+            kept = changed & (self.scalars | set(self.accs))
+            if kept:
+                raise _Refuse(f"not templated: {_short(t)} changes {sorted(kept)[0]} with the kernel's own indexing "
+                              "(a per-row value the template does not read)")
             self.dropped |= declared
             return
         text = self._reduced_reads(s)
@@ -598,6 +615,9 @@ class _Program:
             raise _Refuse("not templated: a loop over the row that does not read X")
         if _SYNC.search(_t(body)):
             raise _Refuse("not templated: a loop over the row with barriers or shuffles")
+        read_shared = sorted(set(_identifiers(body)) & self.shared)
+        if read_shared:
+            raise _Refuse(f"not templated: a loop over the row reads {read_shared[0]}, shared (copy it into a scalar first)")
         if stores and accs:
             raise _Refuse("not templated: one loop both reduces and writes the output")
         edits, sides = [], {}
@@ -616,6 +636,14 @@ class _Program:
                     _t(n.child_by_field_name("indices") or n).strip("[] ") == var:
                 name = _t(n.child_by_field_name("argument"))
                 sides[name] = self.sides[name]
+                up = n.parent
+                if up is not None and up.type == "pointer_expression":       # &W[j]: only as __ldg(&W[j])
+                    call = up.parent.parent if up.parent is not None else None
+                    if call is not None and call.type == "call_expression" and \
+                            _t(call.child_by_field_name("function")) in ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu"):
+                        edits.append((call.start_byte, call.end_byte, f"optiml_s_{name}"))
+                        continue
+                    raise _Refuse(f"not templated: the address of {name}'s element is taken ({_short(_t(up))})")
                 edits.append((n.start_byte, n.end_byte, f"optiml_s_{name}"))
             elif n.type == "identifier" and _t(n) == var and not _inside(n, edits):
                 edits.append((n.start_byte, n.end_byte, "optiml_j"))
