@@ -139,7 +139,7 @@ def test_the_bench_first_kernels_are_row_wise_programs(name, strided, reductions
     op, why = recognize_rowwise(src, spec.entry, spec)
     assert op is not None, why
     assert op.strided == strided
-    assert [a for s in op.steps if s.kind == "reduce" for a in s.accs] == reductions
+    assert [a for s in op.steps if s.kind in ("reduce", "online") for a in s.accs] == reductions
     assert [s.kind for s in op.steps][-1] == "map"
     assert op.j_timing == spec.timing_sizes[op.j_size]
     assert "optiml_v" in op.steps[-1].body and "optiml_out" in op.steps[-1].body
@@ -155,7 +155,7 @@ def test_the_bench_first_kernels_are_row_wise_programs(name, strided, reductions
 def test_row_wise_kernels_of_other_shapes_are_recognised(source, spec, reductions, map_has):
     op, why = recognize_rowwise(source, "k", spec)
     assert op is not None, why
-    assert [a for s in op.steps if s.kind == "reduce" for a in s.accs] == reductions
+    assert [a for s in op.steps if s.kind in ("reduce", "online") for a in s.accs] == reductions
     assert map_has in op.steps[-1].body
 
 
@@ -463,3 +463,15 @@ def test_a_shared_total_filled_by_atomics_is_the_reduced_value(tmp_path):
 def test_programs_that_would_differ_found_by_a_second_review_are_refused(source, reason):
     op, why = recognize_rowwise(source, "k", ROWS)
     assert op is None and why is not None and reason in why, why
+
+
+def test_only_a_max_then_a_sum_of_exponentials_against_it_becomes_one_online_step():
+    op, _ = recognize_rowwise(NAIVE_SOFTMAX, "k", ROWS)
+    assert [s.kind for s in op.steps] == ["stmt", "online", "map"] and op.steps[1].exp == "expf"
+    other = NAIVE_SOFTMAX.replace("s = s + expf(x[(size_t)r * cols + j] - m)", "s = s + (x[(size_t)r * cols + j] - m)")
+    op, _ = recognize_rowwise(other, "k", ROWS)
+    assert "online" not in [s.kind for s in op.steps] and [s.kind for s in op.steps].count("reduce") == 2
+    shifted = NAIVE_SOFTMAX.replace("s = s + expf(x[(size_t)r * cols + j] - m)", "s = s + expf(2.f * x[(size_t)r * cols + j] - m)")
+    assert "online" not in [s.kind for s in recognize_rowwise(shifted, "k", ROWS)[0].steps]
+    src, spec = bench("rmsnorm_strided")                 # a strided dimension: col_reduce keeps its passes
+    assert "online" not in [s.kind for s in recognize_rowwise(src, spec.entry, spec)[0].steps]
