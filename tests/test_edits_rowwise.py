@@ -139,7 +139,7 @@ def test_the_bench_first_kernels_are_row_wise_programs(name, strided, reductions
     op, why = recognize_rowwise(src, spec.entry, spec)
     assert op is not None, why
     assert op.strided == strided
-    assert [a for s in op.steps if s.kind == "reduce" for a in s.accs] == reductions
+    assert [a for s in op.steps if s.kind in ("reduce", "online") for a in s.accs] == reductions
     assert [s.kind for s in op.steps][-1] == "map"
     assert op.j_timing == spec.timing_sizes[op.j_size]
     assert "optiml_v" in op.steps[-1].body and "optiml_out" in op.steps[-1].body
@@ -155,7 +155,7 @@ def test_the_bench_first_kernels_are_row_wise_programs(name, strided, reductions
 def test_row_wise_kernels_of_other_shapes_are_recognised(source, spec, reductions, map_has):
     op, why = recognize_rowwise(source, "k", spec)
     assert op is not None, why
-    assert [a for s in op.steps if s.kind == "reduce" for a in s.accs] == reductions
+    assert [a for s in op.steps if s.kind in ("reduce", "online") for a in s.accs] == reductions
     assert map_has in op.steps[-1].body
 
 
@@ -512,3 +512,14 @@ def test_a_weight_read_through_ldg_is_the_weights_element_not_a_local_address():
     op, why = recognize_rowwise(src, "k", ROWS_W)
     assert op is not None, why
     assert op.steps[-1].body == "optiml_out = optiml_v * inv * optiml_s_w;"
+
+def test_only_a_max_then_a_sum_of_exponentials_against_it_becomes_one_online_step():
+    op, _ = recognize_rowwise(NAIVE_SOFTMAX, "k", ROWS)
+    assert [s.kind for s in op.steps] == ["stmt", "online", "map"] and op.steps[1].exp == "expf"
+    other = NAIVE_SOFTMAX.replace("s = s + expf(x[(size_t)r * cols + j] - m)", "s = s + (x[(size_t)r * cols + j] - m)")
+    op, _ = recognize_rowwise(other, "k", ROWS)
+    assert "online" not in [s.kind for s in op.steps] and [s.kind for s in op.steps].count("reduce") == 2
+    shifted = NAIVE_SOFTMAX.replace("s = s + expf(x[(size_t)r * cols + j] - m)", "s = s + expf(2.f * x[(size_t)r * cols + j] - m)")
+    assert "online" not in [s.kind for s in recognize_rowwise(shifted, "k", ROWS)[0].steps]
+    src, spec = bench("rmsnorm_strided")                 # a strided dimension: col_reduce keeps its passes
+    assert "online" not in [s.kind for s in recognize_rowwise(src, spec.entry, spec)[0].steps]

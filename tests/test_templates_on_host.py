@@ -206,3 +206,81 @@ def test_the_fp32_gemm_template_computes_each_operand_layout_with_an_epilogue_re
     (want,) = _run(tmp_path, "orig", spec, src, sizes, offsets=(0,))
     (got,) = _run(tmp_path, "t", spec, instantiate_gemm(src, g, None, t.name), sizes, offsets=(0,))
     _agree(spec, want, got, (la, lb))
+
+
+_SCALED_SOFTMAX = """__global__ void k(const float *x, float *y, int rows, int cols, float scale) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float *xr = x + (size_t)r * cols;
+    float m = -INFINITY;
+    for (int j = 0; j < cols; j++) m = fmaxf(m, xr[j] * scale);
+    float s = 0.f;
+    for (int j = 0; j < cols; j++) s += __expf(xr[j] * scale - m);
+    for (int j = 0; j < cols; j++) y[(size_t)r * cols + j] = __expf(xr[j] * scale - m) / s;
+}
+"""
+_SCALED_SPEC = """[kernel]
+entry = "k"
+
+[sizes]
+timing = { rows = 64, cols = 4096 }
+verify = [{ rows = 5, cols = 1001 }, { rows = 3, cols = 7 }]
+
+[[args]]
+name = "x"
+dtype = "float32"
+role = "input"
+shape = ["rows", "cols"]
+
+[[args]]
+name = "y"
+dtype = "float32"
+role = "output"
+shape = ["rows", "cols"]
+
+[[args]]
+name = "rows"
+dtype = "int32"
+role = "scalar"
+value = "rows"
+
+[[args]]
+name = "cols"
+dtype = "int32"
+role = "scalar"
+value = "cols"
+
+[[args]]
+name = "scale"
+dtype = "float32"
+role = "scalar"
+value = 2.5
+
+[launch]
+grid = ["cdiv(rows, 32)"]
+block = [32]
+
+[tolerance]
+float32 = { atol = 1e-6, rtol = 1e-4 }
+"""
+
+
+def test_a_streamed_softmax_takes_one_pass_for_its_max_and_sum(tmp_path):
+    """A scaled softmax (a thread a row, __expf): its max and its sum of exponentials become one
+    online step; where the row streams (a point whose registers hold less than the row) the template
+    reads it once for both, and the outputs match the kernel's, rows of 1001 and of 7."""
+    (tmp_path / "k.toml").write_text(_SCALED_SPEC)
+    (tmp_path / "k.cu").write_text(_SCALED_SOFTMAX)
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=_SCALED_SOFTMAX)
+    op, why = recognize_rowwise(_SCALED_SOFTMAX, "k", spec)
+    assert op is not None, why
+    online = [s for s in op.steps if s.kind == "online"]
+    assert len(online) == 1 and online[0].x == "optiml_v * scale" and online[0].exp == "__expf"
+    t = ROW_TEMPLATES[0]
+    streamed = {"OPTIML_THREADS": 32, "OPTIML_ROWS": 2, "OPTIML_VEC": 2, "OPTIML_ITEMS": 2}
+    for sizes in ({"rows": 5, "cols": 1001}, {"rows": 3, "cols": 7}):
+        want = _run(tmp_path, "orig", spec, _SCALED_SOFTMAX, sizes)
+        for i, p in enumerate([t.start_for(op), streamed, {**streamed, "OPTIML_THREADS": 128, "OPTIML_ROWS": 1}]):
+            got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(_SCALED_SOFTMAX, op, p, t.name), sizes)
+            for w, g in zip(want, got):
+                _agree(spec, w, g, (sizes, p))

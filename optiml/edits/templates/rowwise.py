@@ -43,6 +43,9 @@ class Step:
     accs: tuple = ()               # reduce: ((name, op), ...); op "+" or a function name
     sides: tuple = ()              # ((array, element type), ...): 1-D arrays along the row read as A[j]
     results: tuple = ()            # reduce: the template's name for each reduced value (after the pass)
+    parts: tuple = ()              # online: (the max step, the sum step, statements before, statements after)
+    x: str = ""                    # online: the element's expression both reduce (E in max(m, E), exp(E - m))
+    exp: str = ""                  # online: the exponential the kernel calls (expf, __expf, exp)
 
 
 @dataclass(frozen=True)
@@ -210,10 +213,55 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
             return int(evaluate(_product(sizes), dict(timing)))
         except Exception:
             return 0
+    if not shape[dim + 1:] or all(kernel_size(s) == "1" for s in shape[dim + 1:]):
+        steps = _online(steps)          # contiguous rows: a softmax's max and sum in one pass when streamed
     return RowOp(entry=entry, x=x.name, y=y.name, x_type=_ELEMENT[x.dtype], y_type=_ELEMENT[y.dtype],
-                 o=o, j=kernel_size(shape[dim]), i=i, o_size=_product(shape[:dim]), j_size=shape[dim],
-                 i_size=_product(shape[dim + 1:]), steps=tuple(steps), j_timing=tval([shape[dim]]),
+                 o=o, j=kernel_size(shape[dim]), i=i, o_size=_product(shape[:dim]),
+                 j_size=shape[dim], i_size=_product(shape[dim + 1:]), steps=tuple(steps), j_timing=tval([shape[dim]]),
                  i_timing=tval(shape[dim + 1:]) if dim + 1 < len(shape) else 1, dim=dim), None
+
+
+_MAX = re.compile(r"optiml_p_(\w+) = (?:fmaxf|fmax|max)\(optiml_p_\1, (.+)\);")
+_SUM_EXP = re.compile(r"optiml_p_(\w+) (?:\+= |= optiml_p_\1 \+ )(expf|__expf|exp)\((.+) - (\w+)\);")
+
+
+def _online(steps: list) -> list:
+    """The program with a max reduction followed by a sum of exponentials relative to it (a softmax's
+    ``m = max(m, E)``, then ``s += expf(E - m)``) made one ``online`` step: the template keeps both
+    passes where the row is in registers, and makes them one pass (the running sum rescaled when the
+    running max grows, the pairs combined across threads) where it streams the row from memory."""
+    out, k = [], 0
+    while k < len(steps):
+        s = steps[k]
+        m = _MAX.fullmatch(s.body) if s.kind == "reduce" and len(s.accs) == 1 and not s.sides else None
+        if m is None:
+            out.append(s)
+            k += 1
+            continue
+        j, before, after = k + 1, [], []
+        name, expr, result = m.group(1), m.group(2).strip(), s.results[0]
+        while j < len(steps) and steps[j].kind == "stmt":
+            t = steps[j].body.strip()
+            if re.fullmatch(rf"{re.escape(name)} = {re.escape(result)};", t):
+                after.append(steps[j])
+            elif not re.search(rf"\b({re.escape(name)}|{re.escape(result)})\b", t):
+                before.append(steps[j])
+            else:
+                break
+            j += 1
+        r = steps[j] if j < len(steps) else None
+        e = _SUM_EXP.fullmatch(r.body) if r is not None and r.kind == "reduce" and len(r.accs) == 1 and \
+            r.accs[0][1] == "+" and not r.sides else None
+        if e is None or e.group(3).strip() != expr or e.group(4) not in (name, result) or \
+                any(re.search(rf"\b{re.escape(e.group(1))}\b", b.body) and not b.body.strip().startswith(
+                    ("float", "double", "auto")) for b in before):
+            out.append(s)
+            k += 1
+            continue
+        out.append(Step("online", "", s.accs + r.accs, (), s.results + r.results,
+                        parts=(s, r, tuple(before), tuple(after)), x=expr, exp=e.group(2)))
+        k = j + 1
+    return out
 
 
 def _bound(loop):
