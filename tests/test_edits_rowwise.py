@@ -523,3 +523,14 @@ def test_only_a_max_then_a_sum_of_exponentials_against_it_becomes_one_online_ste
     assert "online" not in [s.kind for s in recognize_rowwise(shifted, "k", ROWS)[0].steps]
     src, spec = bench("rmsnorm_strided")                 # a strided dimension: col_reduce keeps its passes
     assert "online" not in [s.kind for s in recognize_rowwise(src, spec.entry, spec)[0].steps]
+
+
+def test_a_max_written_as_an_if_is_the_same_reduction():
+    src = NAIVE_SOFTMAX.replace("for (int j = 0; j < cols; ++j) m = max(m, x[(size_t)r * cols + j]);",
+                                "for (int j = 0; j < cols; ++j) { float v = x[(size_t)r * cols + j]; if (v > m) m = v; }")
+    assert src != NAIVE_SOFTMAX
+    op, why = recognize_rowwise(src, "k", ROWS)
+    assert op is not None, why
+    assert [a for s in op.steps if s.kind in ("reduce", "online") for a in s.accs] == [("m", "max"), ("s", "+")]
+    mins = src.replace("float m = -1e30f;", "float m = 1e30f;").replace("if (v > m) m = v;", "if (m > v) m = v;")
+    assert ("m", "min") in [a for s in recognize_rowwise(mins, "k", ROWS)[0].steps for a in s.accs]

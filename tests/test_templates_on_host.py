@@ -284,3 +284,23 @@ def test_a_streamed_softmax_takes_one_pass_for_its_max_and_sum(tmp_path):
             got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(_SCALED_SOFTMAX, op, p, t.name), sizes)
             for w, g in zip(want, got):
                 _agree(spec, w, g, (sizes, p))
+
+
+@pytest.mark.parametrize("loop, online", [
+    ("for (int j = 0; j < cols; j++) if (xr[j] * scale > m) m = xr[j] * scale;", 1),
+    ("for (int j = 0; j < cols; j++) { float v = xr[j] * scale; if (v > m) m = v; }", 0),     # two passes kept
+])
+def test_a_softmax_whose_max_is_an_if_computes_the_same(tmp_path, loop, online):
+    src = _SCALED_SOFTMAX.replace("for (int j = 0; j < cols; j++) m = fmaxf(m, xr[j] * scale);", loop)
+    assert src != _SCALED_SOFTMAX
+    (tmp_path / "k.toml").write_text(_SCALED_SPEC)
+    (tmp_path / "k.cu").write_text(src)
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    op, why = recognize_rowwise(src, "k", spec)
+    assert op is not None and [s.kind for s in op.steps].count("online") == online, why
+    sizes = {"rows": 5, "cols": 1001}
+    want = _run(tmp_path, "orig", spec, src, sizes, offsets=(0,))
+    for i, p in enumerate([ROW_TEMPLATES[0].start_for(op), {"OPTIML_THREADS": 32, "OPTIML_ROWS": 2, "OPTIML_VEC": 2,
+                                                            "OPTIML_ITEMS": 2}]):
+        got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(src, op, p), sizes, offsets=(0,))
+        _agree(spec, want[0], got[0], p)

@@ -151,6 +151,9 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
         return None, None
     if fn.parent is not None and fn.parent.type == "template_declaration":
         return None, "not templated: the entry is a C++ template"
+    as_calls = _max_ifs(source, fn)
+    if as_calls != source:                      # `if (v > m) m = v;` read as `m = max(m, v);`
+        return recognize_rowwise(as_calls, entry, spec)
     params = {name for name, *_ in _params(fdecl)}
     pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
     outs = [a for a in spec.args if a.role == "output" and len(a.shape) >= 2]
@@ -262,6 +265,36 @@ def _online(steps: list) -> list:
                         parts=(s, r, tuple(before), tuple(after)), x=expr, exp=e.group(2)))
         k = j + 1
     return out
+
+
+def _max_ifs(source: str, fn) -> str:
+    """``source`` with each ``if (E > m) m = E;`` in the entry written ``m = max(m, E);`` (``<`` for
+    ``min``; either side of the comparison): the same value, NaNs included (a comparison with NaN is
+    false, and CUDA's max keeps the number), in the form the program's reductions take."""
+    edits = []
+    for n in _walk(fn):
+        if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
+            continue
+        cond = n.child_by_field_name("condition")
+        while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") and cond.named_children:
+            cond = cond.named_children[0]
+        body = n.child_by_field_name("consequence")
+        if body is not None and body.type == "compound_statement":
+            inner = [c for c in body.named_children if c.type != "comment"]
+            body = inner[0] if len(inner) == 1 else None
+        if cond is None or cond.type != "binary_expression" or body is None or body.type != "expression_statement":
+            continue
+        a = body.named_children[0] if body.named_children else None
+        if a is None or a.type != "assignment_expression" or _t(a.child_by_field_name("operator")) != "=" or \
+                a.child_by_field_name("left").type != "identifier":
+            continue
+        m, e = _t(a.child_by_field_name("left")), _t(a.child_by_field_name("right")).strip()
+        op = _t(cond.child_by_field_name("operator"))
+        left, right = _t(cond.child_by_field_name("left")).strip(), _t(cond.child_by_field_name("right")).strip()
+        fn_name = {(e, ">", m): "max", (m, "<", e): "max", (e, "<", m): "min", (m, ">", e): "min"}.get((left, op, right))
+        if fn_name is not None and m != e:
+            edits.append((n.start_byte, n.end_byte, f"{m} = {fn_name}({m}, {e});"))
+    return _splice(source, edits) if edits else source
 
 
 def _bound(loop):
