@@ -304,3 +304,48 @@ def test_a_softmax_whose_max_is_an_if_computes_the_same(tmp_path, loop, online):
                                                             "OPTIML_ITEMS": 2}]):
         got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(src, op, p), sizes, offsets=(0,))
         _agree(spec, want[0], got[0], p)
+
+
+_LAYERNORM_SHARED = """__global__ void k(const float *x, float *y, int rows, int cols) {
+    __shared__ float sh[256];
+    __shared__ float s_mean, s_rstd;
+    int tid = threadIdx.x; const float *xr = x + (size_t)blockIdx.x * cols; float *yr = y + (size_t)blockIdx.x * cols;
+    float s = 0.f;
+    for (int j = tid; j < cols; j += 256) s += xr[j];
+    sh[tid] = s; __syncthreads();
+    for (int o = 128; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; __syncthreads(); }
+    if (tid == 0) s_mean = sh[0] / cols;
+    __syncthreads();
+    float mean = s_mean;
+    float v = 0.f;
+    for (int j = tid; j < cols; j += 256) v += (xr[j] - mean) * (xr[j] - mean);
+    __syncthreads();
+    sh[tid] = v; __syncthreads();
+    for (int o = 128; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; __syncthreads(); }
+    if (tid == 0) s_rstd = rsqrtf(sh[0] / cols + 1e-5f);
+    __syncthreads();
+    float rstd = s_rstd;
+    for (int j = tid; j < cols; j += 256) yr[j] = (xr[j] - mean) * rstd;
+}
+"""
+
+
+def test_statistics_thread_0_keeps_in_shared_scalars_are_read_as_their_values(tmp_path):
+    """A block-a-row LayerNorm whose thread 0 puts the mean and 1/std in __shared__ scalars from the
+    trees' results (s_mean = sh[0] / cols): the program reads those values, and the template's
+    outputs match the kernel's."""
+    spec_text = _SCALED_SPEC.replace('[launch]\ngrid = ["cdiv(rows, 32)"]\nblock = [32]', '[launch]\ngrid = ["rows"]\nblock = [256]')
+    spec_text = spec_text.replace('\n[[args]]\nname = "scale"\ndtype = "float32"\nrole = "scalar"\nvalue = 2.5\n', "")
+    assert 'block = [256]' in spec_text and "scale" not in spec_text
+    (tmp_path / "k.toml").write_text(spec_text)
+    (tmp_path / "k.cu").write_text(_LAYERNORM_SHARED)
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=_LAYERNORM_SHARED)
+    op, why = recognize_rowwise(_LAYERNORM_SHARED, "k", spec)
+    assert op is not None, why
+    assert "float mean = (optiml_r1_s / cols);" in [s.body for s in op.steps]
+    sizes = {"rows": 3, "cols": 1001}
+    want = _run(tmp_path, "orig", spec, _LAYERNORM_SHARED, sizes, offsets=(0,))
+    for i, p in enumerate([ROW_TEMPLATES[0].start_for(op), {"OPTIML_THREADS": 32, "OPTIML_ROWS": 2, "OPTIML_VEC": 2,
+                                                            "OPTIML_ITEMS": 2}]):
+        got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(_LAYERNORM_SHARED, op, p), sizes, offsets=(0,))
+        _agree(spec, want[0], got[0], p)

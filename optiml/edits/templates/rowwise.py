@@ -324,6 +324,7 @@ class _Program:
         self.result_of: dict[str, str] = {}    # reduced scalar -> the template's name for its last reduced value
         self.last: list[str] = []              # the last reduction's scalars
         self.shared_of: dict[str, str] = {}    # shared array -> the scalar stored into it
+        self.shared_expr: dict[str, str] = {}  # shared scalar -> the value thread 0 gave it from reductions
         self.steps: list[Step] = []
         self.scalars: set[str] = set()
 
@@ -456,6 +457,9 @@ class _Program:
                     self.shared_of[base] = carried                       # sh[t] = c ? s : 0, a shuffle of s
                 elif not _is_combine(right, self.shared):
                     self.shared_of[base] = None                          # stat[0] = rsqrtf(ss / n): not ss
+                    expr = self._statistic(left, right)
+                    if expr is not None:                                 # s_mean = sh[0] / cols: that value
+                        self.shared_expr[base] = expr
         # a scalar given the combined value: `tot += sh[w]`, `s = warpReduceSum(s)`, `m = __shfl_sync(.., m, 0)`
         for n in _walk(s):
             if n.type == "call_expression" and re.match(r"atomic(Add|Max|Min)$", _t(n.child_by_field_name("function"))):
@@ -463,7 +467,8 @@ class _Program:
                 target = _t(a[0]).lstrip("&").strip() if a else ""
                 if target in self.shared and len(a) == 2 and _t(a[1]).strip() in self.accs:
                     self.shared_of[target] = _t(a[1]).strip()     # atomicAdd(&total, s): total holds s's sum
-            if n.type == "assignment_expression" and n.child_by_field_name("left").type == "identifier":
+            if n.type == "assignment_expression" and n.child_by_field_name("left").type == "identifier" and \
+                    _t(n.child_by_field_name("left")) not in self.shared:
                 name = _t(n.child_by_field_name("left"))
                 right = n.child_by_field_name("right")
                 if name in self.accs and name in _identifiers(right):   # a step of the kernel's own
@@ -483,6 +488,22 @@ class _Program:
                 self.steps.append(Step("stmt", f"{_t(t)} {next(iter(declared))} = {self.result_of[acc]};"))
             else:
                 self.dropped |= declared - self.shared
+
+    def _statistic(self, left, right) -> str | None:
+        """The value a shared scalar (or a shared array's first element) is given from the combined
+        reductions alone (``s_mean = sh[0] / cols``, read by every thread after a barrier), written
+        over the template's reduced values; None where it reads anything else (an accumulator's own
+        partial, the row, the kernel's indexing)."""
+        if left.type == "subscript_expression" and _t(left.child_by_field_name("indices") or left).strip("[] ") != "0":
+            return None
+        names = set(_identifiers(right))
+        if names & (set(self.accs) | self.dropped | self.xs | self.ys) or _SYNC.search(_t(right)) or \
+                not any(n.type == "subscript_expression" and _base(n) in self.shared for n in _walk(right)):
+            return None
+        try:
+            return self._reduced_reads(right)
+        except _Refuse:
+            return None
 
     def _carried(self, node) -> str | None:
         """The accumulator ``node`` carries exactly (:meth:`_exact`), if one, without refusing."""
@@ -588,12 +609,17 @@ class _Program:
                         chain = chain.child_by_field_name("argument")
                     if any(i != "0" for i in idx):
                         raise _Refuse(f"not templated: {_short(_t(node))} reads {base} at {', '.join(idx)}")
+                    if base in self.shared_expr:
+                        edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, f"({self.shared_expr[base]})"))
+                        continue
                     if base in self.shared_of and self.shared_of[base] is None:
                         raise _Refuse(f"not templated: {base} holds something other than a reduction's partial results")
                     acc = self.shared_of.get(base) or (self.last[0] if len(self.last) == 1 else None)
                     if acc is None:
                         raise _Refuse(f"not templated: which reduction {base}[0] holds is not clear")
                     edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, self.result_of[acc]))
+            elif n.type == "identifier" and _t(n) in self.shared_expr and (n.parent is None or n.parent.type != "subscript_expression"):
+                edits.append((n.start_byte - node.start_byte, n.end_byte - node.start_byte, f"({self.shared_expr[_t(n)]})"))
             elif n.type == "identifier" and _t(n) in self.shared and (n.parent is None or n.parent.type != "subscript_expression"):
                 acc = self.shared_of.get(_t(n))
                 if acc is None:
@@ -797,7 +823,7 @@ def _declared(node) -> set[str]:
             if d is not None:
                 out.add(_t(d))
         elif n.type == "identifier" and n.parent is not None and n.parent.type == "declaration" and \
-                n.parent.child_by_field_name("declarator") == n:
+                any(d == n for d in n.parent.children_by_field_name("declarator")):    # float a, b; each of them
             out.add(_t(n))
     return out
 
