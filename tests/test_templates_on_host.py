@@ -330,22 +330,24 @@ _LAYERNORM_SHARED = """__global__ void k(const float *x, float *y, int rows, int
 """
 
 
-def test_statistics_thread_0_keeps_in_shared_scalars_are_read_as_their_values(tmp_path):
+@pytest.mark.parametrize("in_loop", [False, True])
+def test_statistics_thread_0_keeps_in_shared_scalars_are_read_as_their_values(tmp_path, in_loop):
     """A block-a-row LayerNorm whose thread 0 puts the mean and 1/std in __shared__ scalars from the
-    trees' results (s_mean = sh[0] / cols): the program reads those values, and the template's
-    outputs match the kernel's."""
+    trees' results (s_mean = sh[0] / cols), read into locals or straight inside the output's loop:
+    the program reads those values, and the template's outputs match the kernel's."""
+    src = _LAYERNORM_SHARED if not in_loop else _LAYERNORM_SHARED.replace("(xr[j] - mean) * rstd;", "(xr[j] - mean) * s_rstd;")
     spec_text = _SCALED_SPEC.replace('[launch]\ngrid = ["cdiv(rows, 32)"]\nblock = [32]', '[launch]\ngrid = ["rows"]\nblock = [256]')
     spec_text = spec_text.replace('\n[[args]]\nname = "scale"\ndtype = "float32"\nrole = "scalar"\nvalue = 2.5\n', "")
     assert 'block = [256]' in spec_text and "scale" not in spec_text
     (tmp_path / "k.toml").write_text(spec_text)
-    (tmp_path / "k.cu").write_text(_LAYERNORM_SHARED)
-    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=_LAYERNORM_SHARED)
-    op, why = recognize_rowwise(_LAYERNORM_SHARED, "k", spec)
+    (tmp_path / "k.cu").write_text(src)
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    op, why = recognize_rowwise(src, "k", spec)
     assert op is not None, why
     assert "float mean = (optiml_r1_s / cols);" in [s.body for s in op.steps]
     sizes = {"rows": 3, "cols": 1001}
-    want = _run(tmp_path, "orig", spec, _LAYERNORM_SHARED, sizes, offsets=(0,))
+    want = _run(tmp_path, "orig", spec, src, sizes, offsets=(0,))
     for i, p in enumerate([ROW_TEMPLATES[0].start_for(op), {"OPTIML_THREADS": 32, "OPTIML_ROWS": 2, "OPTIML_VEC": 2,
                                                             "OPTIML_ITEMS": 2}]):
-        got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(_LAYERNORM_SHARED, op, p), sizes, offsets=(0,))
+        got = _run(tmp_path, f"t{i}", spec, instantiate_rowwise(src, op, p), sizes, offsets=(0,))
         _agree(spec, want[0], got[0], p)

@@ -722,7 +722,7 @@ class _Program:
             raise _Refuse("not templated: a loop over the row that does not read X")
         if _SYNC.search(_t(body)):
             raise _Refuse("not templated: a loop over the row with barriers or shuffles")
-        read_shared = sorted(set(_identifiers(body)) & self.shared)
+        read_shared = sorted(set(_identifiers(body)) & self.shared - set(self.shared_expr))
         if read_shared:
             raise _Refuse(f"not templated: a loop over the row reads {read_shared[0]}, shared (copy it into a scalar first)")
         if stores and accs:
@@ -756,6 +756,9 @@ class _Program:
                 edits.append((n.start_byte, n.end_byte, "optiml_j"))
             elif n.type == "identifier" and _t(n) in accs and not _inside(n, edits):
                 edits.append((n.start_byte, n.end_byte, f"optiml_p_{_t(n)}"))
+            elif n.type == "identifier" and _t(n) in self.shared_expr and not _inside(n, edits) and \
+                    (n.parent is None or n.parent.type != "subscript_expression"):
+                edits.append((n.start_byte, n.end_byte, f"({self.shared_expr[_t(n)]})"))     # s_rstd: its value
         for s in stores:
             left = s.child_by_field_name("left")
             edits = [e for e in edits if not (left.start_byte <= e[0] < left.end_byte)]
