@@ -33,6 +33,19 @@ def _t(node) -> str:
     return node.text.decode("utf-8", "replace")
 
 
+def _short(t: str) -> str:
+    """``t`` on one line, cut to 60 characters (for a refusal's reason)."""
+    t = re.sub(r"\s+", " ", t).strip()
+    return t if len(t) <= 60 else t[:57] + "..."
+
+
+def _ancestors(node):
+    up = node.parent
+    while up is not None:
+        yield up
+        up = up.parent
+
+
 def _splice(source: str, edits: list[tuple[int, int, str]]) -> str:
     """Replace byte ranges (start, end, text) of ``source``; ranges must not overlap."""
     data = source.encode("utf-8")

@@ -6,19 +6,12 @@ from __future__ import annotations
 import re
 
 from ...source import _walk
-from ..cutree import _splice, _t
-from .flat_shape import _ASM, _ATOMICS, _COOPERATE, _SIZE, _Refuse, _no_comments, _same, _short, _short_name, _strip
+from ..cutree import _ancestors, _short, _splice, _t
+from .flat_shape import _ASM, _ATOMICS, _COOPERATE, _SIZE, _Refuse, _no_comments, _same, _short_name, _strip
 
 _READ_ONLY = {"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"}    # loads through an address
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|[-+*/%&|^]=|<<=|>>=")
-
-
-def _ancestors(n):
-    p = n.parent
-    while p is not None:
-        yield p
-        p = p.parent
 
 
 class _Body:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...source import _walk
-from ..cutree import _flat, _t
+from ...source import _walk, function_declarator
+from ..cutree import _flat, _short, _t
 
 _SIZE = {"float": 4, "__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "double": 8, "int": 4,
          "unsigned": 4, "unsigned int": 4, "char": 1, "signed char": 1, "unsigned char": 1, "short": 2,
@@ -32,11 +32,6 @@ def _no_comments(text: str) -> str:
 
 class _Refuse(Exception):
     pass
-
-
-def _short(t: str) -> str:
-    t = re.sub(r"\s+", " ", t).strip()
-    return t if len(t) <= 60 else t[:57] + "..."
 
 
 def _strip(text: str) -> str:
@@ -158,8 +153,7 @@ def _cooperating_helpers(root, fn) -> set[str]:
     through a macro or through another such function (or asm, which may read any register)."""
     bodies = {name: _no_comments(_t(d.child_by_field_name("body") or d)) for name, d, _ in _functions(root)
               if not _same(d, fn)}
-    macros = {_t(n.child_by_field_name("name")): _t(n.child_by_field_name("value") or n) for n in _walk(root)
-              if n.type in ("preproc_def", "preproc_function_def") and n.child_by_field_name("name") is not None}
+    macros = {name: body for name, (_, body) in _macros(root).items()}
     bad = {m for m, v in macros.items() if _COOPERATE.search(v) or _ASM.search(v)}
     out = {name for name, body in bodies.items() if _COOPERATE.search(body) or _ASM.search(body)}
     while True:
@@ -181,12 +175,9 @@ def _defined(root) -> set[str]:
 def _functions(root):
     """(short name, definition, function declarator) of each function the source defines."""
     for d in _walk(root):
-        if d.type == "function_definition":
-            decl = d.child_by_field_name("declarator")
-            while decl is not None and decl.type != "function_declarator":
-                decl = decl.child_by_field_name("declarator")
-            if decl is not None:
-                yield _short_name(_t(decl.child_by_field_name("declarator"))), d, decl
+        decl = function_declarator(d) if d.type == "function_definition" else None
+        if decl is not None:
+            yield _short_name(_t(decl.child_by_field_name("declarator"))), d, decl
 
 
 def _short_name(name: str) -> str:

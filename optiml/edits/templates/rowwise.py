@@ -20,10 +20,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 
 from ...source import _walk
-from ..cutree import _entry_def, _params, _shared_arrays, _splice, _t, _tree
+from ..cutree import _ancestors, _entry_def, _params, _shared_arrays, _short, _splice, _t, _tree
 from .common import Spaced, place_rendered, render
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
@@ -795,13 +794,6 @@ def _is_combine(right, shared) -> bool:
                                                          r"-FLT_MAX|-INFINITY)\s*\)?", text))
 
 
-def _ancestors(node):
-    up = node.parent
-    while up is not None:
-        yield up
-        up = up.parent
-
-
 def _base(sub) -> str:
     while sub.type == "subscript_expression":
         sub = sub.child_by_field_name("argument")
@@ -847,11 +839,6 @@ def _reads_shared_varying(node, shared) -> bool:
             if idx != "0":
                 return True
     return False
-
-
-def _short(t: str) -> str:
-    t = re.sub(r"\s+", " ", t).strip()
-    return t if len(t) <= 60 else t[:57] + "..."
 
 
 def instantiate_rowwise(source: str, op: RowOp, values: dict | None = None, template: str | None = None) -> str:
