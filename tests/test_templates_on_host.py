@@ -122,62 +122,27 @@ def test_the_flat_templates_compute_the_first_kernels_outputs(tmp_path, folder, 
             _agree(spec, w, g, (name, p, offset))
 
 
-_MM_SPEC = """[kernel]
-entry = "mm"
+def _spec_toml(entry, sizes, verify, arrays, scalars, grid, block, tol):
+    """A task spec's text: ``arrays`` (name, role, shape) in float32, ``scalars`` (name, dtype,
+    value), the launch and the float32 tolerance (atol, rtol)."""
+    lines = ["[kernel]", f'entry = "{entry}"', "", "[sizes]", f"timing = {{ {sizes} }}",
+             "verify = [" + ", ".join(f"{{ {v} }}" for v in verify) + "]"]
+    for name, role, shape in arrays:
+        lines += ["", "[[args]]", f'name = "{name}"', 'dtype = "float32"', f'role = "{role}"', f"shape = {shape}"]
+    for name, dtype, value in scalars:
+        lines += ["", "[[args]]", f'name = "{name}"', f'dtype = "{dtype}"', 'role = "scalar"', f"value = {value}"]
+    lines += ["", "[launch]", f"grid = {grid}", f"block = {block}", "", "[tolerance]",
+              f"float32 = {{ atol = {tol[0]}, rtol = {tol[1]} }}"]
+    return "\n".join(lines) + "\n"
 
-[sizes]
-timing = {{ M = 64, N = 64, K = 64 }}
-verify = [{{ M = 37, N = 68, K = 44 }}, {{ M = 5, N = 3, K = 7 }}]
 
-[[args]]
-name = "A"
-dtype = "float32"
-role = "input"
-shape = {a}
+def _mm_spec(a_shape: str, b_shape: str) -> str:
+    return _spec_toml("mm", "M = 64, N = 64, K = 64", ["M = 37, N = 68, K = 44", "M = 5, N = 3, K = 7"],
+                      [("A", "input", a_shape), ("B", "input", b_shape), ("C", "output", '["M", "N"]')],
+                      [("M", "int32", '"M"'), ("N", "int32", '"N"'), ("K", "int32", '"K"'), ("alpha", "float32", 0.5)],
+                      '["cdiv(N, 16)", "cdiv(M, 16)"]', "[16, 16]", ("1e-4", "1e-4"))
 
-[[args]]
-name = "B"
-dtype = "float32"
-role = "input"
-shape = {b}
 
-[[args]]
-name = "C"
-dtype = "float32"
-role = "output"
-shape = ["M", "N"]
-
-[[args]]
-name = "M"
-dtype = "int32"
-role = "scalar"
-value = "M"
-
-[[args]]
-name = "N"
-dtype = "int32"
-role = "scalar"
-value = "N"
-
-[[args]]
-name = "K"
-dtype = "int32"
-role = "scalar"
-value = "K"
-
-[[args]]
-name = "alpha"
-dtype = "float32"
-role = "scalar"
-value = 0.5
-
-[launch]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
-block = [16, 16]
-
-[tolerance]
-float32 = {{ atol = 1e-4, rtol = 1e-4 }}
-"""
 _MM = """__global__ void mm(const float *A, const float *B, float *C, int M, int N, int K, float alpha) {{
     int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
     if (r >= M || c >= N) return;
@@ -195,7 +160,7 @@ def test_the_fp32_gemm_template_computes_each_operand_layout_with_an_epilogue_re
     """gemm_f32_warp for A as M x K or K x M and B as K x N or N x K (only the nn.Linear layout ran on
     the GPU), with an epilogue of a scalar, a function and C's old value, at its start point."""
     from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm
-    (tmp_path / "mm.toml").write_text(_MM_SPEC.format(a=_LAYOUTS[la][0], b=_LAYOUTS[lb][0]))
+    (tmp_path / "mm.toml").write_text(_mm_spec(_LAYOUTS[la][0], _LAYOUTS[lb][0]))
     src = _MM.format(a=_LAYOUTS[la][1], b=_LAYOUTS[lb][1])
     (tmp_path / "mm.cu").write_text(src)
     spec = load_spec(tmp_path / "mm.toml", tmp_path / "mm.cu", kernel_source=src)
@@ -219,50 +184,15 @@ _SCALED_SOFTMAX = """__global__ void k(const float *x, float *y, int rows, int c
     for (int j = 0; j < cols; j++) y[(size_t)r * cols + j] = __expf(xr[j] * scale - m) / s;
 }
 """
-_SCALED_SPEC = """[kernel]
-entry = "k"
+def _rows_spec(grid: str, block: str, scale: bool = True) -> str:
+    """x and y of rows x cols, with a scalar scale where the kernel takes one."""
+    return _spec_toml("k", "rows = 64, cols = 4096", ["rows = 5, cols = 1001", "rows = 3, cols = 7"],
+                      [("x", "input", '["rows", "cols"]'), ("y", "output", '["rows", "cols"]')],
+                      [("rows", "int32", '"rows"'), ("cols", "int32", '"cols"')] + ([("scale", "float32", 2.5)] if scale else []),
+                      grid, block, ("1e-6", "1e-4"))
 
-[sizes]
-timing = { rows = 64, cols = 4096 }
-verify = [{ rows = 5, cols = 1001 }, { rows = 3, cols = 7 }]
 
-[[args]]
-name = "x"
-dtype = "float32"
-role = "input"
-shape = ["rows", "cols"]
-
-[[args]]
-name = "y"
-dtype = "float32"
-role = "output"
-shape = ["rows", "cols"]
-
-[[args]]
-name = "rows"
-dtype = "int32"
-role = "scalar"
-value = "rows"
-
-[[args]]
-name = "cols"
-dtype = "int32"
-role = "scalar"
-value = "cols"
-
-[[args]]
-name = "scale"
-dtype = "float32"
-role = "scalar"
-value = 2.5
-
-[launch]
-grid = ["cdiv(rows, 32)"]
-block = [32]
-
-[tolerance]
-float32 = { atol = 1e-6, rtol = 1e-4 }
-"""
+_SCALED_SPEC = _rows_spec('["cdiv(rows, 32)"]', "[32]")
 
 
 def test_a_streamed_softmax_takes_one_pass_for_its_max_and_sum(tmp_path):
@@ -336,10 +266,7 @@ def test_statistics_thread_0_keeps_in_shared_scalars_are_read_as_their_values(tm
     trees' results (s_mean = sh[0] / cols), read into locals or straight inside the output's loop:
     the program reads those values, and the template's outputs match the kernel's."""
     src = _LAYERNORM_SHARED if not in_loop else _LAYERNORM_SHARED.replace("(xr[j] - mean) * rstd;", "(xr[j] - mean) * s_rstd;")
-    spec_text = _SCALED_SPEC.replace('[launch]\ngrid = ["cdiv(rows, 32)"]\nblock = [32]', '[launch]\ngrid = ["rows"]\nblock = [256]')
-    spec_text = spec_text.replace('\n[[args]]\nname = "scale"\ndtype = "float32"\nrole = "scalar"\nvalue = 2.5\n', "")
-    assert 'block = [256]' in spec_text and "scale" not in spec_text
-    (tmp_path / "k.toml").write_text(spec_text)
+    (tmp_path / "k.toml").write_text(_rows_spec('["rows"]', "[256]", scale=False))
     (tmp_path / "k.cu").write_text(src)
     spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
     op, why = recognize_rowwise(src, "k", spec)
