@@ -142,6 +142,10 @@ RECOGNISED = [
      "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { float v = x[i]; "
      "if (v > 0.f) s += v * v; } atomicAdd(out, s); }", SUM, "reduce", ["x"], [], [],
      "float v = optiml_e_x; if (v > 0.f) optiml_acc = optiml_acc + (OPTIML_ACC)(v * v);"),
+    ("a thread's sum scaled once", "__global__ void k(const float *x, float *out, int n) { float s = 0.0f; "
+     "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { float d = x[i] - 1.f; "
+     "s += d * d; } atomicAdd(out, (s / n)); }", SUM, "reduce", ["x"], [], [],
+     "float d = optiml_e_x - 1.f; optiml_acc = optiml_acc + (OPTIML_ACC)((d * d) / (n));"),
     ("a local count and static_cast", "__global__ void k(const float *x, float *y, int rows, int cols) { const int "
      "total = rows * cols; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < total) "
      "y[static_cast<size_t>(i)] = x[(i)] * 2.f; }", BIAS, "map", ["x"], ["y"], [], "optiml_o_y = optiml_e_x * 2.f;"),
@@ -252,6 +256,15 @@ REFUSED = [
     ("a thread's sum read in its loop", "__global__ void k(const float *x, float *out, int n) { float s = 0.0f; "
      "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { s += x[i]; "
      "if (s > 10.f) s = 0.f; } atomicAdd(out, s); }", SUM, "statements after the per-element loop"),
+    ("an integer sum divided once", "__global__ void k(const int *x, int *out, int n) { int s = 0; "
+     "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; "
+     "atomicAdd(out, s / n); }", SUM, "statements after the per-element loop"),
+    ("a thread's sum scaled by what its loop changes", "__global__ void k(const float *x, float *out, int n, float g) "
+     "{ float s = 0.0f; for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { "
+     "s += x[i]; g *= 0.5f; } atomicAdd(out, s * g); }", SUM, "statements after the per-element loop"),
+    ("a thread's sum scaled by an element", "__global__ void k(const float *x, float *out, int n) { float s = 0.0f; "
+     "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; "
+     "atomicAdd(out, s * x[0]); }", SUM, "statements after the per-element loop"),
     ("a thread's sum from one", "__global__ void k(const float *x, float *out, int n) { float s = 1.0f; "
      "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; "
      "atomicAdd(out, s); }", SUM, "statements after the per-element loop"),
@@ -405,6 +418,7 @@ HOST_SUMS = [   # RECOGNISED's name, counts, scalars, the original's grid and bl
     ("a conditional sum of a shorter array", dict(a=600, out=1), dict(n=1003, m=600), (4,), (256,)),
     ("(void)atomicAdd", dict(x=1003, out=1), dict(n=1003), (4,), (256,)),
     ("a thread's sum added once", dict(x=1003, out=1), dict(n=1003), (3,), (128,)),
+    ("a thread's sum scaled once", dict(x=1003, out=1), dict(n=1003), (3,), (128,)),
 ]
 
 

@@ -131,7 +131,7 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
     fn, fdecl = _entry_def(root, entry)
     if fn is None or spec is None:
         return None, None
-    as_atomics = _thread_sum_as_atomics(source, fn)
+    as_atomics = _thread_sum_as_atomics(source, fn, fdecl)
     if as_atomics is not None:                   # read it as the same sum with an atomic an element
         return recognize_flat(as_atomics, entry, spec)
     if fn.parent is not None and fn.parent.type == "template_declaration":
@@ -178,7 +178,7 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
 _ZERO = re.compile(r"\(?\s*(0|0\.0*|0?\.0+)[fF]?\s*\)?|\(\s*\w+\s*\)\s*0|\w+\s*\(\s*0\s*\)")
 
 
-def _thread_sum_as_atomics(source: str, fn) -> str | None:
+def _thread_sum_as_atomics(source: str, fn, fdecl) -> str | None:
     """A thread's grid-stride sum added once at its end (``float s = 0; for (...) s += E; atomicAdd(out,
     s);``) written as an atomic an element (``for (...) atomicAdd(out, E);``): the same total, which
     the reading of one element at a time takes; None for any other kernel."""
@@ -189,9 +189,11 @@ def _thread_sum_as_atomics(source: str, fn) -> str | None:
     if call is None or call.type != "call_expression" or _t(call.child_by_field_name("function")) != "atomicAdd":
         return None
     args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
-    if len(args) != 2 or args[1].type != "identifier":
+    if len(args) != 2:
         return None
-    s = _t(args[1])
+    s, scale = _scaled_sum(args[1], fn, fdecl)
+    if s is None:
+        return None
     decl = next((d for d in stmts[:-2] if d.type == "declaration" and
                  [c for c in d.named_children if c.type in ("init_declarator", "identifier")] and
                  all(c.type == "init_declarator" for c in d.named_children if c.type in ("init_declarator", "identifier"))
@@ -199,6 +201,8 @@ def _thread_sum_as_atomics(source: str, fn) -> str | None:
                 None)
     if decl is None:
         return None
+    if scale != "{}" and _t(decl.child_by_field_name("type")).split()[-1:] not in (["float"], ["double"]):
+        return None                               # an integer sum scaled at its end: not term by term
     init = next(c for c in decl.named_children if c.type == "init_declarator").child_by_field_name("value")
     if init is None or not _ZERO.fullmatch(_t(init).strip()):
         return None
@@ -211,10 +215,62 @@ def _thread_sum_as_atomics(source: str, fn) -> str | None:
             if a is None or a.type != "assignment_expression" or _t(a.child_by_field_name("operator")) != "+=" or \
                     not _same(a.child_by_field_name("left"), n) or a.parent is None or a.parent.type != "expression_statement":
                 return None                       # s is read, or changed otherwise than by s += E
-            edits.append((a.start_byte, a.end_byte, f"atomicAdd({_t(args[0])}, {_t(a.child_by_field_name('right'))})"))
+            term = _t(a.child_by_field_name("right"))
+            edits.append((a.start_byte, a.end_byte, f"atomicAdd({_t(args[0])}, {scale.format(term if scale == '{}' else f'({term})')})"))
     if len(edits) < 3:
         return None
     return _splice(source, edits)
+
+
+def _scaled_sum(e, fn, fdecl) -> tuple[str | None, str]:
+    """What ``atomicAdd(out, e)`` adds at a thread's end, as the sum's name and the scaling applied to it
+    (a format string around ``{}``): ``s`` as itself, ``s / X``, ``s * X`` or ``X * s`` (parenthesised
+    or not) where X names only the kernel's parameters, which it never changes, and literals, so each
+    term may be scaled on its own (``atomicAdd(out, (E) / n)``: the same value to rounding, which
+    verification judges); (None, "") for anything else."""
+    while e.type == "parenthesized_expression" and e.named_children:
+        e = e.named_children[0]
+    if e.type == "identifier":
+        return _t(e), "{}"
+    if e.type != "binary_expression" or _t(e.child_by_field_name("operator")) not in ("/", "*"):
+        return None, ""
+    op = _t(e.child_by_field_name("operator"))
+    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
+    strip = lambda n: _strip_parens(n)                                               # noqa: E731
+    if strip(left).type == "identifier" and _invariant(right, fn, fdecl):
+        return _t(strip(left)), "{} " + op + " (" + _t(right) + ")"
+    if op == "*" and strip(right).type == "identifier" and _invariant(left, fn, fdecl):
+        return _t(strip(right)), "(" + _t(left) + ") * {}"
+    return None, ""
+
+
+def _strip_parens(n):
+    while n.type == "parenthesized_expression" and n.named_children:
+        n = n.named_children[0]
+    return n
+
+
+def _invariant(x, fn, fdecl) -> bool:
+    """``x`` is literals and parameters of ``fn`` that no statement assigns, arithmetic between them."""
+    params = {name for name, *_ in _params(fdecl)}
+    for n in _walk(x):
+        if n.type == "identifier" and _t(n) not in params:
+            return False
+        if n.type in ("call_expression", "assignment_expression", "update_expression", "subscript_expression",
+                      "field_expression", "pointer_expression", "comma_expression"):
+            return False
+    names = {_t(n) for n in _walk(x) if n.type == "identifier"}
+    for n in _walk(fn.child_by_field_name("body")):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        elif n.type == "pointer_expression" and _t(n).startswith("&"):
+            target = n.child_by_field_name("argument")
+        if target is not None and _t(_strip_parens(target)) in names:
+            return False
+    return True
 
 
 def _through(bound: str, prelude) -> str:
