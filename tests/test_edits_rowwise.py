@@ -534,3 +534,57 @@ def test_a_max_written_as_an_if_is_the_same_reduction():
     assert [a for s in op.steps if s.kind in ("reduce", "online") for a in s.accs] == [("m", "max"), ("s", "+")]
     mins = src.replace("float m = -1e30f;", "float m = 1e30f;").replace("if (v > m) m = v;", "if (m > v) m = v;")
     assert ("m", "min") in [a for s in recognize_rowwise(mins, "k", ROWS)[0].steps for a in s.accs]
+
+
+# -- one thread folding the warps' partials into shared scalars (KernelBench-style block softmax)
+FOLD = """__global__ void k(const float *x, float *y, int rows, int cols) {
+    __shared__ float part[8];
+    __shared__ float row_stat;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss += xr[c] * xr[c];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_down_sync(0xffffffff, ss, o);
+    if (lane == 0) part[warp] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int w = 0; w < 8; w++) t += part[w];
+        row_stat = STAT;
+    }
+    __syncthreads();
+    float inv = READ;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[(size_t)blockIdx.x * cols + c] = xr[c] * inv;
+}
+"""
+
+
+@pytest.mark.parametrize("stat, read, want", [
+    ("t", "rsqrtf(row_stat / cols + 1e-6f)", "float inv = rsqrtf(optiml_r1_ss / cols + 1e-6f);"),
+    ("rsqrtf(t / cols + 1e-6f)", "row_stat", "float inv = (rsqrtf(optiml_r1_ss / cols + 1e-6f));"),
+])
+def test_one_thread_folding_the_warps_partials_into_a_shared_scalar_gives_the_reduced_value(tmp_path, stat, read, want):
+    src = FOLD.replace("STAT", stat).replace("READ", read)
+    op, why = recognize_rowwise(src, "k", ROWS)
+    assert op is not None, why
+    assert want in [s.body for s in op.steps]
+    if NVCC is not None:
+        assert build_all(tmp_path, [instantiate_rowwise(src, op)], "k") == []
+
+
+@pytest.mark.parametrize("source, reason", [
+    # the partials of a sum folded with a max: not the sum
+    (FOLD.replace("STAT", "t").replace("READ", "row_stat").replace("t += part[w];", "t = fmaxf(t, part[w]);"),
+     "a branch optiml's row templates do not model"),
+    # the fold reads something else besides the partials
+    (FOLD.replace("STAT", "t").replace("READ", "row_stat").replace("t += part[w];", "t += part[w] * 2.f;"),
+     "a branch optiml's row templates do not model"),
+    # the shared scalar given a value of the thread's own partial, not the fold
+    (FOLD.replace("STAT", "t + ss").replace("READ", "row_stat"), "a branch optiml's row templates do not model"),
+    # thread 0 also writes the output
+    (FOLD.replace("STAT", "t").replace("READ", "row_stat").replace("row_stat = t;", "row_stat = t; y[0] = t;"),
+     "writes y outside the row's map"),
+])
+def test_folds_that_are_not_the_reduction_are_refused(source, reason):
+    op, why = recognize_rowwise(source, "k", ROWS)
+    assert op is None and why is not None and reason in why, why

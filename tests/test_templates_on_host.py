@@ -65,6 +65,9 @@ ROWS = [
     # array moves as vectors (the template's wide program), at offset 1 element by element
     ("issue25", "softmax_long", {"rows": 2, "cols": 1032}),
     ("issue26", "layernorm_rows", {"rows": 3, "cols": 1032}),
+    # thread 0 folds the warps' partials into shared scalars; the row streams past the registers
+    ("issue26", "softmax_kb", {"rows": 2, "cols": 1032}),
+    ("issue26", "softmax_kb", {"rows": 2, "cols": 1001}),
 ]
 
 

@@ -102,6 +102,7 @@ ROW_KERNELS = {   # first kernels whose row-wise program the row templates run (
     "layernorm_rows": TASKS / "layernorm_rows.cu",
     "logsoftmax_warp": TASKS / "logsoftmax_warp.cu",
     "rmsnorm_half": TASKS / "rmsnorm_half.cu",
+    "softmax_kb": TASKS / "softmax_kb.cu",
 }
 
 

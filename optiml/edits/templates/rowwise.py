@@ -385,6 +385,8 @@ class _Program:
         """Barriers, shuffles, shared-memory stores and loops made only of those: how the kernel
         combines partial results, which the template does its own way."""
         t = _t(s)
+        if self._fold_block(s) is not None:
+            return True
         if s.type == "declaration" and "__shared__" in t:
             return True
         if (_SYNC.search(t) or (self.helper_call and self.helper_call.search(t))) and \
@@ -442,6 +444,13 @@ class _Program:
         acc``; a combine such as ``sh[t] += sh[t + s]`` keeps it; anything else makes it unknown),
         and where the kernel copies a combined result into a scalar (``tot += sh[w]`` in a last loop,
         ``float t = __shfl_sync(m, s, 0)``), the template's reduced value is that scalar's."""
+        fold = self._fold_block(s)
+        if fold is not None:
+            for name, (acc, expr) in fold.items():
+                self.shared_of[name] = acc
+                if expr is not None:
+                    self.shared_expr[name] = expr
+            return
         for n in _walk(s):
             if n.type != "assignment_expression":
                 continue
@@ -487,6 +496,114 @@ class _Program:
                 self.steps.append(Step("stmt", f"{_t(t)} {next(iter(declared))} = {self.result_of[acc]};"))
             else:
                 self.dropped |= declared - self.shared
+
+    def _fold_block(self, s) -> dict | None:
+        """One thread folding the warps' partials into shared scalars: ``if (threadIdx.x == 0) {
+        float t = part[0]; for (int w = 1; w < 8; w++) t = fmaxf(t, part[w]); row_max = t; }`` (or
+        ``t = 0; ... t += part[w]``, then ``s_mean = t / cols``). Each local starts from a shared
+        array's first partial or a constant and is folded with the op of the reduction whose partials
+        the array holds (``shared_of``); each shared scalar is given a local (then it holds that
+        reduction's result) or an expression of locals and the kernel's arguments (then its value,
+        written over the template's reduced values). {shared scalar: (reduction or None, value or
+        None)}; None for any other statement."""
+        if s.type != "if_statement" or s.child_by_field_name("alternative") is not None:
+            return None
+        cond = s.child_by_field_name("condition")
+        if not _INDEX.search(_t(cond)) and not set(_identifiers(cond)) & self.dropped:
+            return None
+        if set(_identifiers(cond)) & (self.scalars | set(self.accs) | self.shared):
+            return None
+        body = s.child_by_field_name("consequence")
+        stmts = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
+        local: dict[str, str | None] = {}            # folded local -> the reduction it carries
+        out: dict[str, tuple] = {}
+        const = re.compile(r"-?\(?\s*(\d+\.?\d*([eE][+-]?\d+)?[fF]?|INFINITY|FLT_MAX|-FLT_MAX|-INFINITY)\s*\)?")
+
+        def partial(node) -> str | None:             # part[0] / part[w]: the reduction its partials are
+            if node.type != "subscript_expression" or _base(node) not in self.shared or _base(node) in out:
+                return None
+            return self.shared_of.get(_base(node))
+
+        def fold_step(e, name) -> str | None:        # t += part[w], t = t + part[w], t = fmaxf(t, part[w])
+            if e is None or e.type != "assignment_expression" or _t(e.child_by_field_name("left")) != name:
+                return None
+            op, right = _t(e.child_by_field_name("operator")), e.child_by_field_name("right")
+            if op == "+=":
+                acc = partial(right)
+                return acc if acc is not None and self.accs.get(acc) == "+" else None
+            if op != "=":
+                return None
+            text = _splice(_t(right), [(n.start_byte - right.start_byte, n.end_byte - right.start_byte, "S")
+                                       for n in _walk(right) if partial(n) is not None])
+            parts = {partial(n) for n in _walk(right) if partial(n) is not None}
+            if len(parts) != 1:
+                return None
+            acc = parts.pop()
+            m = re.fullmatch(rf"\s*{re.escape(name)}\s*\+\s*S\s*|\s*S\s*\+\s*{re.escape(name)}\s*", text)
+            if m and self.accs.get(acc) == "+":
+                return acc
+            m = re.fullmatch(rf"\s*(\w+)\s*\(\s*(?:{re.escape(name)}\s*,\s*S|S\s*,\s*{re.escape(name)})\s*\)\s*", text)
+            family = {"fmaxf": "max", "fmax": "max", "max": "max", "__hmax": "max",
+                      "fminf": "min", "fmin": "min", "min": "min", "__hmin": "min"}
+            if m and family.get(m.group(1)) is not None and family.get(self.accs.get(acc, "")) == family.get(m.group(1)):
+                return acc
+            return None
+
+        for st in stmts:
+            if st.type == "declaration" and "__shared__" not in _t(st) and _is_value(st):
+                inits = [n for n in st.named_children if n.type == "init_declarator"]
+                if len(inits) != 1 or len(st.named_children) != 2:
+                    return None
+                name, value = _t(inits[0].child_by_field_name("declarator")), inits[0].child_by_field_name("value")
+                if name in self.scalars | set(self.accs) | self.shared or value is None:
+                    return None
+                acc = partial(value)
+                if acc is None and not const.fullmatch(_t(value).strip()):
+                    return None
+                local[name] = acc
+            elif st.type == "for_statement":
+                inner = st.child_by_field_name("body")
+                if inner is not None and inner.type == "compound_statement":
+                    kids = [c for c in inner.named_children if c.type != "comment"]
+                    inner = kids[0] if len(kids) == 1 else None
+                if inner is None or inner.type != "expression_statement" or not inner.named_children:
+                    return None
+                e = inner.named_children[0]
+                name = _t(e.child_by_field_name("left")) if e.type == "assignment_expression" else None
+                if name not in local:
+                    return None
+                acc = fold_step(e, name)
+                if acc is None or local[name] not in (None, acc):
+                    return None
+                if set(_identifiers(st.child_by_field_name("condition") or st)) & (self.scalars | set(self.accs)):
+                    return None
+                local[name] = acc
+            elif st.type == "expression_statement" and st.named_children and \
+                    st.named_children[0].type == "assignment_expression" and \
+                    _t(st.named_children[0].child_by_field_name("operator")) == "=":
+                e = st.named_children[0]
+                left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
+                target = _base(left)
+                if target not in self.shared or (left.type == "subscript_expression" and
+                                                 _t(left.child_by_field_name("indices") or left).strip("[] ") != "0"):
+                    return None
+                names = {_t(n) for n in _walk(right) if n.type == "identifier" and not
+                         (n.parent is not None and n.parent.type == "call_expression" and
+                          n.parent.child_by_field_name("function") == n)}
+                used = names & set(local)
+                if not used or any(local[n] is None for n in used) or \
+                        names - set(local) - self.params or _SYNC.search(_t(right)) or _INDEX.search(_t(right)):
+                    return None
+                if right.type == "identifier":
+                    out[target] = (local[_t(right)], None)
+                else:
+                    value = _splice(_t(right), [(n.start_byte - right.start_byte, n.end_byte - right.start_byte,
+                                                 self.result_of[local[_t(n)]]) for n in _walk(right)
+                                                if n.type == "identifier" and _t(n) in local])
+                    out[target] = (None, value)
+            else:
+                return None
+        return out or None
 
     def _statistic(self, left, right) -> str | None:
         """The value a shared scalar (or a shared array's first element) is given from the combined
