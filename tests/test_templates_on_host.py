@@ -180,6 +180,58 @@ def test_the_fp32_gemm_template_computes_each_operand_layout_with_an_epilogue_re
     _agree(spec, want, got, (la, lb))
 
 
+_SQUARE = """__global__ void sq(const float *A, const float *B, float *C, int N) {{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < N && c < N) {{
+        float acc = 0.f;
+        for (int i = 0; i < N; i++) acc += A[{a}] * B[{b}];
+        C[r * N + c] = acc;
+    }}
+}}
+"""
+_SQUARE_IDX = {"mk": "r * N + i", "km": "i * N + r", "kn": "i * N + c", "nk": "c * N + i"}
+
+
+@pytest.mark.parametrize("la, lb", [("mk", "kn"), ("km", "kn"), ("km", "nk"), ("mk", "nk")])
+def test_square_matrices_take_the_layout_their_indexing_says(tmp_path, la, lb):
+    """KernelBench's task 1 (C = A B, all N x N): the spec's shapes allow both layouts of each
+    operand, so the loop's indexing decides (the row-major guess was once taken for A[k][m] and B[n][k],
+    which every candidate failed); the template computes what the kernel does."""
+    from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm
+    (tmp_path / "sq.toml").write_text(_spec_toml(
+        "sq", "N = 64", ["N = 37", "N = 5"], [("A", "input", '["N", "N"]'), ("B", "input", '["N", "N"]'),
+                                             ("C", "output", '["N", "N"]')],
+        [("N", "int32", '"N"')], '["cdiv(N, 16)", "cdiv(N, 16)"]', "[16, 16]", ("1e-4", "1e-4")))
+    src = _SQUARE.format(a=_SQUARE_IDX[la], b=_SQUARE_IDX[lb])
+    (tmp_path / "sq.cu").write_text(src)
+    spec = load_spec(tmp_path / "sq.toml", tmp_path / "sq.cu", kernel_source=src)
+    g, why = recognize_gemm(src, "sq", spec)
+    assert g is not None and (g.a_layout, g.b_layout) == (la, lb), why
+    t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f32_warp")
+    (want,) = _run(tmp_path, "orig", spec, src, {"N": 37}, offsets=(0,))
+    (got,) = _run(tmp_path, "t", spec, instantiate_gemm(src, g, None, t.name), {"N": 37}, offsets=(0,))
+    _agree(spec, want, got, (la, lb))
+
+
+def test_a_tall_skinny_product_takes_k_from_the_output_shape(tmp_path):
+    """KernelBench's task 9: A M x N, B N x M, C M x M: A and B share both sizes; C's say K is N."""
+    from optiml.edits.templates import recognize_gemm
+    (tmp_path / "ts.toml").write_text(_spec_toml(
+        "ts", "M = 64, N = 16", ["M = 37, N = 5", "M = 3, N = 2"], [("A", "input", '["M", "N"]'), ("B", "input", '["N", "M"]'),
+                                                  ("C", "output", '["M", "M"]')],
+        [("M", "int32", '"M"'), ("N", "int32", '"N"')], '["cdiv(M, 16)", "cdiv(M, 16)"]', "[16, 16]", ("1e-4", "1e-4")))
+    src = """__global__ void ts(const float *A, const float *B, float *C, int M, int N) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < M) { float s = 0.f; for (int k = 0; k < N; ++k) s += A[row * N + k] * B[k * M + col];
+        C[(size_t)row * M + col] = s; }
+}
+"""
+    (tmp_path / "ts.cu").write_text(src)
+    spec = load_spec(tmp_path / "ts.toml", tmp_path / "ts.cu", kernel_source=src)
+    g, why = recognize_gemm(src, "ts", spec)
+    assert g is not None and (g.m, g.n, g.k, g.a_layout, g.b_layout) == ("M", "M", "N", "mk", "kn"), why
+
+
 _SCALED_SOFTMAX = """__global__ void k(const float *x, float *y, int rows, int cols, float scale) {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= rows) return;

@@ -283,8 +283,14 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
         return None, f"not templated: inputs of {ax.dtype} and {ay.dtype} into {az.dtype} (templates take fp32, fp16 or bf16)"
     m_size, n_size = (str(s) for s in az.shape)
     kdims = {str(s) for s in ax.shape} & {str(s) for s in ay.shape}
-    if len(kdims) != 1:
-        return None, "not a GEMM: A and B share no one dimension"
+    if len(kdims) != 1:                          # A M x N and B N x M into C M x M: C's sizes name K
+        rest_a, rest_b = [str(s) for s in ax.shape], [str(s) for s in ay.shape]
+        if m_size in rest_a and n_size in rest_b:
+            rest_a.remove(m_size)
+            rest_b.remove(n_size)
+        if len(rest_a) != 1 or rest_a != rest_b:
+            return None, "not a GEMM: A and B share no one dimension"
+        kdims = set(rest_a)
     k_size = kdims.pop()
     if tiled:
         kname = scalar_of.get(k_size)
@@ -302,17 +308,22 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     else:
         return None, f"not a GEMM: the output index {ez} is not row * {nname} + col"
     colv = col
-    sa, sb = [str(s) for s in ax.shape], [str(s) for s in ay.shape]
-    a_layout = {(m_size, k_size): "mk", (k_size, m_size): "km"}.get(tuple(sa))
-    b_layout = {(k_size, n_size): "kn", (n_size, k_size): "nk"}.get(tuple(sb))
-    if a_layout is None or b_layout is None:
+    sa, sb = tuple(str(s) for s in ax.shape), tuple(str(s) for s in ay.shape)
+    # the layouts the shapes allow (both where sizes coincide: square matrices), row-major first
+    a_fits = [lay for lay, shape in (("mk", (m_size, k_size)), ("km", (k_size, m_size))) if sa == shape]
+    b_fits = [lay for lay, shape in (("kn", (k_size, n_size)), ("nk", (n_size, k_size))) if sb == shape]
+    if not a_fits or not b_fits:
         return None, "not a GEMM: the operands' shapes do not match the output's"
-    # a plain loop's indexing must match the spec's layouts; a tiled one's goes through its tiles, so
-    # the spec's shapes are the hypothesis and verification the judge
-    ok_a = tiled or (_layout(ex, row, kvar, kname) if a_layout == "mk" else _layout(ex, kvar, row, mname))
-    ok_b = tiled or (_layout(ey, kvar, colv, nname) if b_layout == "kn" else _layout(ey, colv, kvar, kname))
-    if not (ok_a and ok_b):
+    # a plain loop's indexing decides among them and must match one; a tiled one's goes through its
+    # tiles, so the spec's shapes (row-major where they allow both) are the hypothesis and
+    # verification the judge
+    a_ok = [lay for lay in a_fits if tiled or
+            (_layout(ex, row, kvar, kname) if lay == "mk" else _layout(ex, kvar, row, mname))]
+    b_ok = [lay for lay in b_fits if tiled or
+            (_layout(ey, kvar, colv, nname) if lay == "kn" else _layout(ey, colv, kvar, kname))]
+    if not (a_ok and b_ok):
         return None, f"not a GEMM: {x}[{ex}] and {y}[{ey}] do not index the spec's layouts"
+    a_layout, b_layout = a_ok[0], b_ok[0]
     # the epilogue: only the accumulator, the row and column, arguments and math
     e = re.sub(acc_re, "acc", epi)
     e = re.sub(rf"\b{re.escape(row)}\b", "m", e)
