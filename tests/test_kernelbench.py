@@ -177,3 +177,53 @@ def test_not_a_kernelbench_task_is_one_sentence(tmp_path):
     kernel = EXAMPLES / "kb_softmax" / "kb_softmax.cu"
     with pytest.raises(SpecError, match="Model, get_inputs and get_init_inputs"):
         draft_kernelbench(tmp_path / "t.py", kernel.read_text(), kernel)
+
+
+MSE_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return torch.mean((predictions - targets) ** 2)
+
+
+batch_size = 4096
+dim = 1024
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim), torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+MSE_KERNEL = """__global__ void mse(const float *p, const float *t, float *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = 0.f;
+    for (; i < n; i += blockDim.x * gridDim.x) { float d = p[i] - t[i]; s += d * d; }
+    atomicAdd(out, s / n);
+}
+"""
+
+
+def test_a_loss_kernels_count_and_atomic_total_are_drafted_so_the_spec_runs(tmp_path):
+    """An `int n` no size names is the first array's element count (the launch in the same terms, not
+    in the kernel's own scalar, which the spec could not evaluate), and an output the kernel adds
+    into with atomicAdd starts at 0 (inout), not poisoned."""
+    need_torch()
+    (tmp_path / "mse_task.py").write_text(MSE_TASK)
+    kernel = tmp_path / "mse.cu"
+    kernel.write_text(MSE_KERNEL)
+    spec_text, ref_text = draft_kernelbench(tmp_path / "mse_task.py", MSE_KERNEL, kernel)
+    (tmp_path / "mse.toml").write_text(spec_text)
+    (tmp_path / "mse_ref.py").write_text(ref_text)
+    spec = load_spec(tmp_path / "mse.toml", kernel)
+    args = {a.name: a for a in spec.args}
+    assert args["out"].role == "inout" and args["out"].init.value == 0.0
+    assert args["n"].value == "batch_size * dim"
+    assert "(batch_size * dim)" in spec.launch.grid[0] and "n," not in spec.launch.grid[0]

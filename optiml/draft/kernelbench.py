@@ -1,6 +1,7 @@
 """``optiml init --kernelbench``: a draft spec and a reference from a KernelBench-format task."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .. import dtypes as _dt
@@ -15,6 +16,9 @@ from .signature import _IDENT, _Geometry, _q
 # which size each dimension is comes from how it moves between them.
 
 _REF_NAME = "reference"
+# an integer argument named as a count of elements (n, numel, size, total_elements, ...): the first
+# array's element count when no size or Model attribute has its name
+_COUNT = re.compile(r"(?i)n|num|numel|size|total|count|len|length|(n|num|total)_?(elem|element)s?|n_?items")
 _BASELINE = "baseline"
 
 
@@ -184,10 +188,16 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         want = dtype_of_c_type(p.base_type)
         note = f"  # TODO: the kernel's {p.base_type} is not the task's {dtype}" if want and want != dtype else ""
         w(f"dtype = {_q(dtype)}{note}")
-        w(f"role = {_q('output' if role == 'output' else 'input')}" +
-          ("" if role != "param" else f"  # the Model's {where}"))
+        added = role == "output" and re.search(rf"\batomicAdd\s*\(\s*&?\s*\(?\s*{re.escape(p.name)}\b", source)
+        if added:                   # the kernel adds into it: zero before every launch, not poisoned
+            w('role = "inout"  # the kernel adds into it with atomicAdd: it starts at 0 before each launch')
+        else:
+            w(f"role = {_q('output' if role == 'output' else 'input')}" +
+              ("" if role != "param" else f"  # the Model's {where}"))
         w(f"shape = [{', '.join(map(_q, dims_of[i]))}]")
-        if role != "output":
+        if added:
+            w('init = { dist = "constant", value = 0.0 }')
+        elif role != "output":
             w(f"init = {_init_of(ta)}")
         w("")
         ref_args["DIMS"][p.name] = dims_of[i]
@@ -216,6 +226,10 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
             rename[p.name] = size
         elif isinstance(attr, (int, float)) and not isinstance(attr, bool):
             w(f"value = {attr!r}  # the Model's {p.name}")
+        elif dtype.startswith(("int", "uint")) and _COUNT.fullmatch(p.name) and dims_of:
+            count = " * ".join(dims_of[0])
+            w(f"value = {_q(count)}  # TODO: read as the element count of {pointers[0].name if pointers else 'the first array'}; check")
+            rename[p.name] = f"({count})" if "*" in count else count
         else:
             w("value = 1  # TODO: no size or Model attribute has this name")
         w("")
