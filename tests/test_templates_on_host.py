@@ -232,6 +232,47 @@ def test_a_tall_skinny_product_takes_k_from_the_output_shape(tmp_path):
     assert g is not None and (g.m, g.n, g.k, g.a_layout, g.b_layout) == ("M", "M", "N", "mk", "kn"), why
 
 
+_KB_RMSNORM = """__global__ void rms(const float *__restrict__ x, float *__restrict__ y, int batch_size, int features,
+                    int dim1, int dim2, float eps) {
+    int spatial = dim1 * dim2;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= batch_size * spatial) return;
+    int b = idx / spatial;
+    int s = idx % spatial;
+    const float *xp = x + (size_t)b * features * spatial + s;
+    float *yp = y + (size_t)b * features * spatial + s;
+    float sumsq = 0.0f;
+    for (int f = 0; f < features; ++f) { float v = xp[(size_t)f * spatial]; sumsq += v * v; }
+    float inv_rms = rsqrtf(sumsq / features + eps);
+    for (int f = 0; f < features; ++f) yp[(size_t)f * spatial] = xp[(size_t)f * spatial] * inv_rms;
+}
+"""
+
+
+def test_a_local_name_for_a_product_of_sizes_is_read_as_its_value(tmp_path):
+    """KernelBench's task 36 as a first kernel writes it (``int spatial = dim1 * dim2;`` then
+    ``xp[(size_t)f * spatial]``): refused while the alias hid the stride; now the strided template,
+    which computes what the kernel does."""
+    from optiml.edits.templates import template_transforms
+    four = '["batch_size", "features", "dim1", "dim2"]'
+    (tmp_path / "rms.toml").write_text(_spec_toml(
+        "rms", "batch_size = 4, features = 64, dim1 = 32, dim2 = 32",
+        ["batch_size = 3, features = 7, dim1 = 5, dim2 = 11", "batch_size = 2, features = 3, dim1 = 4, dim2 = 4"],
+        [("x", "input", four), ("y", "output", four)],
+        [("batch_size", "int32", '"batch_size"'), ("features", "int32", '"features"'), ("dim1", "int32", '"dim1"'),
+         ("dim2", "int32", '"dim2"'), ("eps", "float32", 1e-5)],
+        '["cdiv(batch_size * dim1 * dim2, 256)"]', "[256]", ("1e-5", "1e-5")))
+    (tmp_path / "rms.cu").write_text(_KB_RMSNORM)
+    spec = load_spec(tmp_path / "rms.toml", tmp_path / "rms.cu", kernel_source=_KB_RMSNORM)
+    made, why = template_transforms(_KB_RMSNORM, "rms", spec)
+    assert made and made[0].edit.startswith("template col_reduce"), why
+    sizes = {"batch_size": 3, "features": 7, "dim1": 5, "dim2": 11}
+    want = _run(tmp_path, "orig", spec, _KB_RMSNORM, sizes)
+    got = _run(tmp_path, "t", spec, made[0].source, sizes)
+    for offset, (w, g) in enumerate(zip(want, got)):
+        _agree(spec, w, g, ("kb rmsnorm", offset))
+
+
 _SCALED_SOFTMAX = """__global__ void k(const float *x, float *y, int rows, int cols, float scale) {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= rows) return;

@@ -438,6 +438,8 @@ def template_transforms(source: str, entry: str, spec, arch: str | None = None,
 
 
 def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: bool) -> tuple[list[Transform], str | None]:
+    from .aliases import inline_size_aliases
+    source = inline_size_aliases(source, entry)          # int spatial = dim1 * dim2; read as its value
     g, why = recognize_gemm(source, entry, spec)
     if g is None:
         rows, why_rows = _rowwise_transforms(source, entry, spec)
