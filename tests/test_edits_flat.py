@@ -22,6 +22,7 @@ N = spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",))
 N2 = spec_of(arg("x", "input", ("n",)), arg("y", "inout", ("n",)), arg("a", "scalar", dtype="float32", value=2.0),
              sizes=("n",))
 SUM = spec_of(arg("x", "input", ("n",)), arg("out", "inout", (1,)), sizes=("n",))
+SUM_BS = SimpleNamespace(args=SUM.args, launch=SimpleNamespace(grid=("cdiv(n, BS)",), block=("BS",)))  # a block macro
 MSE = spec_of(arg("a", "input", ("n",)), arg("b", "input", ("n",)), arg("out", "inout", (1,)), sizes=("n",))
 BIAS = spec_of(arg("x", "input", ("rows", "cols")), arg("b", "input", ("cols",)), arg("y", "output", ("rows", "cols")),
                sizes=("rows", "cols"))
@@ -146,6 +147,17 @@ RECOGNISED = [
      "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { float d = x[i] - 1.f; "
      "s += d * d; } atomicAdd(out, (s / n)); }", SUM, "reduce", ["x"], [], [],
      "float d = optiml_e_x - 1.f; optiml_acc = optiml_acc + (OPTIML_ACC)((d * d) / (n));"),
+    ("a thread's sum through a block tree", "#define BS 128\n__global__ void k(const float *x, float *out, int n) { "
+     "__shared__ float sh[BS]; int tid = threadIdx.x; float s = 0.f; "
+     "for (int i = blockIdx.x * BS + tid; i < n; i += BS * gridDim.x) { float v = x[i]; s += v * v; } "
+     "sh[tid] = s; __syncthreads(); for (int o = BS / 2; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; "
+     "__syncthreads(); } if (tid == 0) atomicAdd(out, sh[0] / n); }", SUM_BS, "reduce", ["x"], [], [],
+     "float v = optiml_e_x; optiml_acc = optiml_acc + (OPTIML_ACC)((v * v) / (n));"),
+    ("a thread's sum through warp shuffles", "__global__ void k(const float *x, float *out, int n) { float s = 0.f; "
+     "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; "
+     "for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffff, s, o); "
+     "if ((threadIdx.x & 31) == 0) atomicAdd(out, s); }", SUM, "reduce", ["x"], [], [],
+     "optiml_acc = optiml_acc + (OPTIML_ACC)(optiml_e_x);"),
     ("a local count and static_cast", "__global__ void k(const float *x, float *y, int rows, int cols) { const int "
      "total = rows * cols; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < total) "
      "y[static_cast<size_t>(i)] = x[(i)] * 2.f; }", BIAS, "map", ["x"], ["y"], [], "optiml_o_y = optiml_e_x * 2.f;"),
@@ -268,6 +280,12 @@ REFUSED = [
     ("a thread's sum from one", "__global__ void k(const float *x, float *out, int n) { float s = 1.0f; "
      "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; "
      "atomicAdd(out, s); }", SUM, "statements after the per-element loop"),
+    ("a block tree of maxima", "#define BS 128\n__global__ void k(const float *x, float *out, int n) { __shared__ float sh[BS]; int tid = threadIdx.x; float s = 0.f; for (int i = blockIdx.x * BS + tid; i < n; i += BS * gridDim.x) s += x[i]; sh[tid] = s; __syncthreads(); for (int o = BS / 2; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; __syncthreads(); } if (tid == 0) atomicAdd(out, sh[0]); }".replace("sh[tid] += sh[tid + o]", "sh[tid] = fmaxf(sh[tid], sh[tid + o])"),
+     SUM_BS, "threads cooperate"),
+    ("a block tree's second partial", "#define BS 128\n__global__ void k(const float *x, float *out, int n) { __shared__ float sh[BS]; int tid = threadIdx.x; float s = 0.f; for (int i = blockIdx.x * BS + tid; i < n; i += BS * gridDim.x) s += x[i]; sh[tid] = s; __syncthreads(); for (int o = BS / 2; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; __syncthreads(); } if (tid == 0) atomicAdd(out, sh[0]); }".replace("atomicAdd(out, sh[0])", "atomicAdd(out, sh[1])"), SUM_BS,
+     "threads cooperate"),
+    ("a block tree added by thread 1", "#define BS 128\n__global__ void k(const float *x, float *out, int n) { __shared__ float sh[BS]; int tid = threadIdx.x; float s = 0.f; for (int i = blockIdx.x * BS + tid; i < n; i += BS * gridDim.x) s += x[i]; sh[tid] = s; __syncthreads(); for (int o = BS / 2; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; __syncthreads(); } if (tid == 0) atomicAdd(out, sh[0]); }".replace("if (tid == 0)", "if (tid == 1)"), SUM_BS, "threads cooperate"),
+    ("a block tree of another value", "#define BS 128\n__global__ void k(const float *x, float *out, int n) { __shared__ float sh[BS]; int tid = threadIdx.x; float s = 0.f; for (int i = blockIdx.x * BS + tid; i < n; i += BS * gridDim.x) s += x[i]; sh[tid] = s; __syncthreads(); for (int o = BS / 2; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; __syncthreads(); } if (tid == 0) atomicAdd(out, sh[0]); }".replace("sh[tid] = s;", "sh[tid] = s * s;"), SUM_BS, "threads cooperate"),
     ("a template entry", "template <int B> __global__ void k(const float *x, float *y, int n) { int i = blockIdx.x * B "
      "+ threadIdx.x; if (i < n) y[i] = x[i]; }", N, "the entry is a C++ template"),
 ]
@@ -419,6 +437,8 @@ HOST_SUMS = [   # RECOGNISED's name, counts, scalars, the original's grid and bl
     ("(void)atomicAdd", dict(x=1003, out=1), dict(n=1003), (4,), (256,)),
     ("a thread's sum added once", dict(x=1003, out=1), dict(n=1003), (3,), (128,)),
     ("a thread's sum scaled once", dict(x=1003, out=1), dict(n=1003), (3,), (128,)),
+    ("a thread's sum through a block tree", dict(x=1003, out=1), dict(n=1003), (3,), (128,)),
+    ("a thread's sum through warp shuffles", dict(x=1003, out=1), dict(n=1003), (3,), (128,)),
 ]
 
 
@@ -435,7 +455,8 @@ def test_the_reduction_template_adds_what_the_kernel_adds(tmp_path, name, counts
     t = next(t for t in FLAT_TEMPLATES if t.name == "reduce_all")
     from optiml.expr import evaluate
     n = int(evaluate(op.n_size, dict(scalars)))
-    wants = run_on_host(tmp_path, "orig", source, "k", counts, scalars, grid, block)          # offsets 0 and 1
+    cooperate = "__shared__" in source or "__shfl" in source      # the kernel's own block or warp combining
+    wants = run_on_host(tmp_path, "orig", source, "k", counts, scalars, grid, block, threaded=cooperate)  # offsets 0, 1
     for i, p in enumerate([t.start_for(op), {"OPTIML_THREADS": 128, "OPTIML_VEC": 1, "OPTIML_ITEMS": 1, "OPTIML_BLOCKS": 2},
                            {"OPTIML_THREADS": 128, "OPTIML_VEC": 8, "OPTIML_ITEMS": 2, "OPTIML_BLOCKS": 3}]):
         point = dict(t.start_for(op), **p)

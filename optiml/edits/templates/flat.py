@@ -131,6 +131,9 @@ def recognize_flat(source: str, entry: str, spec) -> tuple[FlatOp | None, str | 
     fn, fdecl = _entry_def(root, entry)
     if fn is None or spec is None:
         return None, None
+    as_thread = _block_sum_as_thread_sum(source, fn)
+    if as_thread is not None:                    # read it as each thread adding its own sum
+        return recognize_flat(as_thread, entry, spec)
     as_atomics = _thread_sum_as_atomics(source, fn, fdecl)
     if as_atomics is not None:                   # read it as the same sum with an atomic an element
         return recognize_flat(as_atomics, entry, spec)
@@ -220,6 +223,87 @@ def _thread_sum_as_atomics(source: str, fn, fdecl) -> str | None:
     if len(edits) < 3:
         return None
     return _splice(source, edits)
+
+
+_TID = re.compile(r"threadIdx\.x")
+
+
+def _block_sum_as_thread_sum(source: str, fn) -> str | None:
+    """A thread's grid-stride sum ``s`` combined across the block before one atomic (``sh[tid] = s;
+    __syncthreads();`` a tree ``if (tid < k) sh[tid] += sh[tid + k];`` then ``if (tid == 0)
+    atomicAdd(out, sh[0] / n);``, or warp shuffles ``s += __shfl_down_sync(m, s, o);`` then ``if
+    (lane == 0) atomicAdd(out, s);``) written as each thread adding its own ``s`` (the same total,
+    which :func:`_thread_sum_as_atomics` then reads); None for any other kernel. Only that combining
+    may follow the loop: a shared array written with ``s`` at the thread's index and combined by
+    ``+=`` of its own elements, barriers, shuffles of ``s`` into ``s``, and one atomic under a
+    condition on the thread's index adding ``sh[0]`` or ``s`` (scaled or not)."""
+    body = fn.child_by_field_name("body")
+    stmts = [c for c in body.named_children if c.type != "comment"]
+    loop = next((k for k, st in enumerate(stmts) if st.type == "for_statement"), None)
+    if loop is None or loop + 1 >= len(stmts):
+        return None
+    tids = {"threadIdx.x"}                        # names of the thread's index (tid, lane)
+    shared = set()
+    for st in stmts[:loop]:
+        t = _t(st)
+        if st.type == "declaration" and "__shared__" in t:
+            shared |= {_t(n) for n in _walk(st) if n.type == "identifier" and n.parent is not None and
+                       n.parent.type == "array_declarator"}
+        elif st.type == "declaration" and _TID.search(t) and "=" in t and "blockIdx" not in t:
+            tids |= {_t(n.child_by_field_name("declarator")) for n in _walk(st) if n.type == "init_declarator"}
+    sums = {_t(n.child_by_field_name("left")) for n in _walk(stmts[loop]) if n.type == "assignment_expression"
+            and _t(n.child_by_field_name("operator")) == "+=" and n.child_by_field_name("left").type == "identifier"}
+    tid_re = "|".join(re.escape(t) for t in sorted(tids, key=len, reverse=True))
+    tail = stmts[loop + 1:]
+    holds: dict[str, str] = {}                   # shared array -> the sum whose values it holds
+    atomic = None
+    edits = []
+    for st in tail:
+        t = re.sub(r"\s+", " ", _t(st)).strip()
+        if st.type == "declaration" and "__shared__" in t:
+            shared |= {_t(n) for n in _walk(st) if n.type == "identifier" and n.parent is not None and
+                       n.parent.type == "array_declarator"}
+        elif re.fullmatch(r"__syncthreads\(\);|__syncwarp\(\w*\);", t):
+            pass
+        elif (m := re.fullmatch(rf"(\w+)\[({tid_re})\] = (\w+);", t)) and m.group(1) in shared and m.group(3) in sums:
+            holds[m.group(1)] = m.group(3)
+        elif st.type == "for_statement" and _tree_loop(st, holds, tid_re):
+            pass
+        elif st.type == "for_statement" and (m := re.search(r"(\w+) \+= __shfl_(?:down|xor)_sync\(\s*\w+, (\w+), \w+\s*(?:, \w+\s*)?\);", t)) \
+                and m.group(1) == m.group(2) and m.group(1) in sums and \
+                re.fullmatch(rf"for \([^;]*;[^;]*;[^)]*\) \{{? ?{re.escape(m.group(0))} ?\}}?", t):
+            pass
+        elif st.type == "if_statement" and atomic is None and st.child_by_field_name("alternative") is None and \
+                (m := re.fullmatch(rf"if \(\(?\s*\(?({tid_re})\s*(?:&\s*(?:31|0x1[fF])|%\s*(?:32|warpSize))?\)?\s*==\s*0\s*\)? ?\{{? ?"
+                                   r"atomicAdd\(\s*(&?\s*\w+(?:\[0\])?)\s*,\s*(.+?)\);\s*\}?", t)):
+            value = m.group(3).strip()
+            read = re.match(r"\(?\s*(\w+)(\[0\])?", value)
+            src = holds.get(read.group(1)) if read and read.group(2) else (read.group(1) if read and read.group(1) in sums else None)
+            if src is None:
+                return None
+            rest = value[read.end():]
+            atomic = f"atomicAdd({m.group(2)}, {'(' if value.startswith('(') else ''}{src}{rest});"
+        else:
+            return None
+        edits.append((st.start_byte, st.end_byte, ""))
+    if atomic is None:
+        return None
+    for st in stmts[:loop]:                      # the shared arrays' declarations go too
+        if st.type == "declaration" and "__shared__" in _t(st):
+            edits.append((st.start_byte, st.end_byte, ""))
+    last = tail[-1]
+    edits = [e for e in edits if e[0] != last.start_byte] + [(last.start_byte, last.end_byte, atomic)]
+    return _splice(source, edits)
+
+
+def _tree_loop(st, holds: dict, tid_re: str) -> bool:
+    """``for (...) { if (tid < k) sh[tid] += sh[tid + k]; __syncthreads(); }``: a shared array holding
+    a sum's values combined among themselves (the loop's own variable for the offset)."""
+    t = re.sub(r"\s+", " ", _t(st)).strip()
+    body = re.sub(r"^for \([^)]*\) ", "", t)
+    body = re.sub(r"__syncthreads\(\);", "", body).replace("{", " ").replace("}", " ")
+    m = re.fullmatch(rf"\s*if \(({tid_re}) < (\w+)\)\s*(\w+)\[\1\] (?:\+= \3\[\1 \+ \2\]|= \3\[\1\] \+ \3\[\1 \+ \2\]);\s*", body)
+    return bool(m) and m.group(3) in holds
 
 
 def _scaled_sum(e, fn, fdecl) -> tuple[str | None, str]:

@@ -310,6 +310,18 @@ class _Shape:
         return any(n.type == "call_expression" and re.match(r"atomic", _t(n)) for n in _walk(s)) or \
             any(n.type == "assignment_expression" and n.child_by_field_name("left").type != "identifier" for n in _walk(s))
 
+    def _plain(self, text: str) -> str:
+        """``text`` with the names the kernel gave its thread index (``int tid = threadIdx.x;``) and
+        object-like macros of a number (``#define BLOCK 256``) written as what they stand for."""
+        root = self.fn
+        while root.parent is not None:
+            root = root.parent
+        simple = {k: v.strip() for k, v in self.values.items() if re.fullmatch(r"\s*(?:threadIdx|blockIdx|blockDim|gridDim)\.[xyz]\s*", v)}
+        simple.update({k: v.strip() for k, (ps, v) in _macros(root).items() if not ps and re.fullmatch(r"\s*\d+[uU]?\s*", v)})
+        if not simple:
+            return text
+        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: simple.get(m.group(0), m.group(0)), text)
+
     def _grid_stride(self, loop, index, index_type, dropped):
         init = loop.child_by_field_name("initializer")
         cond = loop.child_by_field_name("condition")
@@ -317,7 +329,10 @@ class _Shape:
         if cond is None or upd is None:
             return None
         d = _declaration(init) if init is not None and init.type == "declaration" else None
-        if d is not None and _one_item(d[2], self.block):
+        block = self._plain(str(self.block)) if self.block is not None else None
+        if d is not None:                       # tid for threadIdx.x, BLOCK for the launch's block: their values
+            d = (d[0], d[1], self._plain(d[2]))
+        if d is not None and (_one_item(d[2], self.block) or _one_item(d[2], block)):
             idx, ity = d[0], _index_type(d[1], d[2])
         elif d is not None and index is not None and _strip(d[2]) == index:      # for (int j = i; ...)
             idx, ity = d[0], _index_type(d[1], index)
@@ -331,9 +346,9 @@ class _Shape:
         step = re.fullmatch(rf"{re.escape(idx)}\s*\+=\s*(.+)", _flat(_t(upd)))
         if bound is None or step is None:
             return None
-        st = _strip(step.group(1))
+        st = _strip(self._plain(step.group(1)))
         st = _strip(self.values.get(st, st))
-        dims = {"blockDim.x"} | ({str(self.block)} if self.block is not None else set())
+        dims = {"blockDim.x"} | ({str(self.block), block} if self.block is not None else set())
         if st not in {f"{d}*gridDim.x" for d in dims} | {f"gridDim.x*{d}" for d in dims}:
             raise _Refuse(f"not templated: the loop steps by {step.group(1)}, not by the grid's threads "
                           "(blockDim.x * gridDim.x)")
