@@ -588,3 +588,28 @@ def test_one_thread_folding_the_warps_partials_into_a_shared_scalar_gives_the_re
 def test_folds_that_are_not_the_reduction_are_refused(source, reason):
     op, why = recognize_rowwise(source, "k", ROWS)
     assert op is None and why is not None and reason in why, why
+
+
+SEEDED = """__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) {
+        float m = x[SEED];
+        for (int j = 1; j < cols; j++) m = fmaxf(m, x[r * cols + j]);
+        float s = 0.f;
+        for (int j = 0; j < cols; j++) s += expf(x[r * cols + j] - m);
+        for (int j = 0; j < cols; j++) y[r * cols + j] = expf(x[r * cols + j] - m) / s;
+    }
+}
+"""
+
+
+def test_a_max_seeded_from_the_rows_first_element_is_the_max_from_minus_infinity():
+    op, why = recognize_rowwise(SEEDED.replace("SEED", "r * cols"), "k", ROWS)
+    assert op is not None, why
+    assert [s.kind for s in op.steps] == ["stmt", "online", "map"] and op.steps[0].body == "float m = -INFINITY;"
+
+
+@pytest.mark.parametrize("seed", ["r * cols + 1", "0", "r"])
+def test_a_max_seeded_from_another_element_stays_refused(seed):
+    op, why = recognize_rowwise(SEEDED.replace("SEED", seed), "k", ROWS)
+    assert op is None and "reads the row outside a loop" in why, why

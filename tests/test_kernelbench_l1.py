@@ -39,6 +39,7 @@ OFFERED = {
     "selu": "elementwise",
     "sigmoid": "elementwise",
     "softmax_block": "row_reduce",
+    "softmax_thread": "row_reduce",
     "softmax_warp": "row_reduce",
     "softplus": "elementwise",
     "softsign": "elementwise",

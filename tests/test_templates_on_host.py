@@ -68,6 +68,8 @@ ROWS = [
     # thread 0 folds the warps' partials into shared scalars; the row streams past the registers
     ("issue26", "softmax_kb", {"rows": 2, "cols": 1032}),
     ("issue26", "softmax_kb", {"rows": 2, "cols": 1001}),
+    # a thread a row, its max seeded from the row's first element (KernelBench 23 as often written)
+    ("kernelbench_l1/k", "softmax_thread", {"batch_size": 3, "dim": 1001}),
 ]
 
 

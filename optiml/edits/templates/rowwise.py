@@ -153,6 +153,9 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
     as_calls = _max_ifs(source, fn)
     if as_calls != source:                      # `if (v > m) m = v;` read as `m = max(m, v);`
         return recognize_rowwise(as_calls, entry, spec)
+    unseeded = _seeded_extrema(source, fn)
+    if unseeded != source:                      # `m = x[o]; for (j = 1; ...)` read as `m = -INFINITY; for (j = 0; ...)`
+        return recognize_rowwise(unseeded, entry, spec)
     params = {name for name, *_ in _params(fdecl)}
     pointers = {name for name, _, ptr, _ in _params(fdecl) if ptr is not None}
     outs = [a for a in spec.args if a.role == "output" and len(a.shape) >= 2]
@@ -293,6 +296,57 @@ def _max_ifs(source: str, fn) -> str:
         fn_name = {(e, ">", m): "max", (m, "<", e): "max", (e, "<", m): "min", (m, ">", e): "min"}.get((left, op, right))
         if fn_name is not None and m != e:
             edits.append((n.start_byte, n.end_byte, f"{m} = {fn_name}({m}, {e});"))
+    return _splice(source, edits) if edits else source
+
+
+_EXTREMA = {"fmaxf": "-INFINITY", "fmax": "-INFINITY", "max": "-INFINITY",
+            "fminf": "INFINITY", "fmin": "INFINITY", "min": "INFINITY"}
+
+
+def _seeded_extrema(source: str, fn) -> str:
+    """``source`` with a float max (or min) seeded from the row's first element (``float m =
+    x[o];`` then ``for (int j = 1; j < n; j++) m = fmaxf(m, x[o + j]);``) written from the identity
+    (``m = -INFINITY;`` and the loop from 0): the same value over a row of at least one element, in
+    the form the program's reductions take. Only where the declaration comes right before the loop,
+    the seed is the loop's own read with the index at 0, and nothing else is in the loop."""
+    edits = []
+    for blk in _walk(fn):
+        if blk.type != "compound_statement":
+            continue
+        kids = [c for c in blk.named_children if c.type != "comment"]
+        for decl, loop in zip(kids, kids[1:]):
+            if decl.type != "declaration" or loop.type != "for_statement":
+                continue
+            ty = decl.child_by_field_name("type")
+            inits = [c for c in decl.named_children if c.type == "init_declarator"]
+            if ty is None or _t(ty) not in ("float", "double") or len(inits) != 1:
+                continue
+            name, seed = _t(inits[0].child_by_field_name("declarator")), inits[0].child_by_field_name("value")
+            init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+            m = re.fullmatch(r"\s*(?:int|long|size_t|unsigned)?\s*(\w+)\s*=\s*1\s*;?\s*", _t(init) if init is not None else "")
+            if seed is None or seed.type != "subscript_expression" or m is None or cond is None or upd is None:
+                continue
+            j = m.group(1)
+            if not re.fullmatch(rf"\s*(?:{j}\s*\+\+|\+\+\s*{j}|{j}\s*\+=\s*1)\s*", _t(upd)):
+                continue
+            body = loop.child_by_field_name("body")
+            stmts = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
+            if len(stmts) != 1 or stmts[0].type != "expression_statement":
+                continue
+            call = re.fullmatch(rf"\s*{re.escape(name)}\s*=\s*(\w+)\s*\(\s*{re.escape(name)}\s*,\s*(.+)\)\s*;\s*",
+                                _t(stmts[0]))
+            if call is None or call.group(1) not in _EXTREMA:
+                continue
+            read = call.group(2).strip()
+            arr, idx = _t(seed.child_by_field_name("argument")), _t(seed.child_by_field_name("indices")).strip()[1:-1]
+            at0 = re.sub(rf"\b{re.escape(j)}\b", "0", read)
+            if not read.startswith(arr + "[") or re.sub(r"\s+", "", at0) not in {
+                    re.sub(r"\s+", "", f"{arr}[{idx}+0]"), re.sub(r"\s+", "", f"{arr}[0+{idx}]"),
+                    re.sub(r"\s+", "", f"{arr}[{idx}]")}:
+                continue
+            edits.append((seed.start_byte, seed.end_byte, _EXTREMA[call.group(1)]))
+            one = next(c for c in _walk(init) if c.type == "number_literal" and _t(c) == "1")
+            edits.append((one.start_byte, one.end_byte, "0"))
     return _splice(source, edits) if edits else source
 
 
