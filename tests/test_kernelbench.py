@@ -146,6 +146,8 @@ def test_a_linear_tasks_baseline_is_cublas_through_the_models_forward_on_the_cas
     (tmp_path / "linear_relu_ref.py").write_text(ref_text)
     spec = load_spec(tmp_path / "linear_relu.toml", kernel)
     assert spec.baseline.path.name == "linear_relu_ref.py" and "linear_relu_ref.py:baseline_compiled" in spec_text
+    sizes = dict(batch_size=37, out_features=48, in_features=96)      # a GEMM: its flops, for the compute bound
+    assert spec.count("flops", sizes) == 2 * 37 * 48 * 96
     ref = module(tmp_path / "linear_relu_ref.py")
     g = torch.Generator().manual_seed(3)
     x, w, b = (torch.randn(s, generator=g) for s in ((37, 96), (48, 96), (48,)))

@@ -263,14 +263,39 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         dt = _dt.DTYPES.get(ref_args["DTYPES"][name])
         size = dt.itemsize if dt is not None else 4          # a dtype optiml does not know: the spec says so
         terms.append(" * ".join([str(size), *dims]) if dims else str(size))
+    flops = _gemm_flops(source, kern.name, pointers, arrays, dims_of, ints, rename)
     if terms:
         w("[counts]  # TODO: the least traffic, each array once (speed of light; add flops for a compute-bound task)")
+        if flops:
+            w(f"flops = {_q(flops)}  # the kernel reads as a GEMM: 2 M N K")
         w(f"bytes = {_q(' + '.join(terms))}")
         w("")
     w("[tolerance]  # TODO: loosen for long reductions (a matmul's K) or half precision")
     w("float32 = { atol = 1e-4, rtol = 1e-4 }")
     text = "\n".join(lines) + "\n"
     return text, _reference_text(task_path, spec_path or kernel_path.with_suffix(".toml"), ref_args)
+
+
+def _gemm_flops(source, entry, pointers, arrays, dims_of, ints, rename) -> str | None:
+    """``2 * M * N * K`` in the task's sizes where the kernel reads as a GEMM over the drafted arrays
+    (so its speed of light is the compute bound, not the bytes'), else None; a draft never fails on it."""
+    from types import SimpleNamespace as NS
+    try:
+        from ..edits.templates import recognize_gemm
+        args = []
+        for i, p in enumerate(pointers[:len(arrays)]):
+            role = "output" if arrays[i][0] == "output" else "input"
+            args.append(NS(name=p.name, role=role, shape=tuple(dims_of[i]),
+                           dtype=str(arrays[i][2].dtype).removeprefix("torch."), value=None))
+        for p in ints:
+            args.append(NS(name=p.name, role="scalar", shape=(), dtype="int32", value=rename.get(p.name, p.name)))
+        g, _ = recognize_gemm(source, entry, NS(args=args))
+        if g is None:
+            return None
+        k_size = next((a.value for a in args if a.role == "scalar" and a.name == g.k), None)
+        return f"2 * {g.m_size} * {g.n_size} * {k_size}" if k_size else None
+    except Exception:                               # noqa: BLE001 - a guess for a draft, never a failure
+        return None
 
 
 def _reference_text(task_path: Path, spec_path: Path, args: dict) -> str:
