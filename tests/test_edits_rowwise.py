@@ -613,3 +613,36 @@ def test_a_max_seeded_from_the_rows_first_element_is_the_max_from_minus_infinity
 def test_a_max_seeded_from_another_element_stays_refused(seed):
     op, why = recognize_rowwise(SEEDED.replace("SEED", seed), "k", ROWS)
     assert op is None and "reads the row outside a loop" in why, why
+
+
+TWO_LEVEL_NORM = """__global__ void k(const float *x, float *y, int rows, int cols) {
+    __shared__ float warp_sums[32];
+    __shared__ float norm;
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) { float v = xr[j]; sum += v * v; }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_down_sync(0xffffffff, sum, off);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = (threadIdx.x < blockDim.x / 32) ? warp_sums[threadIdx.x] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+        if (threadIdx.x == WRITER) norm = sqrtf(v);
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) y[(size_t)blockIdx.x * cols + j] = xr[j] / norm;
+}
+"""
+
+
+def test_the_first_warp_shuffling_the_warps_partials_gives_the_reduced_value():
+    """The usual two-level block sum (shuffles, a slot a warp, the first warp shuffling the slots,
+    thread 0 writing a shared scalar): KernelBench 39 as often written, once refused."""
+    op, why = recognize_rowwise(TWO_LEVEL_NORM.replace("WRITER", "0"), "k", ROWS)
+    assert op is not None, why
+    assert op.steps[-1].body == "optiml_out = optiml_v / (sqrtf(optiml_r1_sum));"
+
+
+def test_a_shared_scalar_written_by_another_lane_after_shfl_down_is_refused():
+    op, why = recognize_rowwise(TWO_LEVEL_NORM.replace("WRITER", "1"), "k", ROWS)
+    assert op is None and why is not None, why

@@ -20,6 +20,7 @@ OFFERED = {
     "huber": "reduce_all",
     "kldiv": "reduce_all",
     "l1norm": "row_reduce",
+    "l2norm": "row_reduce",
     "leaky_relu": "elementwise",
     "logsoftmax_block": "row_reduce",
     "matmul_mkn": "gemm_f32_warp",

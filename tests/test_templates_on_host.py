@@ -70,6 +70,8 @@ ROWS = [
     ("issue26", "softmax_kb", {"rows": 2, "cols": 1001}),
     # a thread a row, its max seeded from the row's first element (KernelBench 23 as often written)
     ("kernelbench_l1/k", "softmax_thread", {"batch_size": 3, "dim": 1001}),
+    # the first warp shuffling the warps' partials, thread 0 writing a shared norm (KernelBench 39)
+    ("kernelbench_l1/k", "l2norm", {"batch_size": 2, "dim": 1001}),
 ]
 
 

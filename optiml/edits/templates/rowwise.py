@@ -567,8 +567,24 @@ class _Program:
             return None
         if set(_identifiers(cond)) & (self.scalars | set(self.accs) | self.shared):
             return None
-        body = s.child_by_field_name("consequence")
-        stmts = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
+        first = re.compile(r"\(?\s*\(?\s*(?:threadIdx\.x|\w+)\s*(?:%\s*(?:32|warpSize)|&\s*(?:31|0x1[fF]))?\s*\)?\s*==\s*0\s*\)?")
+        lane0: set = set()                           # statements only the first thread (of its warp) runs
+
+        def inside(node, only_first=False) -> list:  # the statements, those of an inner `if (threadIdx.x == 0)` too
+            kids = [c for c in node.named_children if c.type != "comment"] if node.type == "compound_statement" else [node]
+            out = []
+            for c in kids:
+                cc = c.child_by_field_name("condition") if c.type == "if_statement" else None
+                if cc is not None and c.child_by_field_name("alternative") is None and _INDEX.search(_t(cc)) and \
+                        not set(_identifiers(cc)) & (self.scalars | set(self.accs) | self.shared):
+                    out += inside(c.child_by_field_name("consequence"), only_first or bool(first.fullmatch(_t(cc).strip())))
+                else:
+                    out.append(c)
+                    if only_first:
+                        lane0.add(c.start_byte)
+            return out
+        stmts = inside(s.child_by_field_name("consequence"), bool(first.fullmatch(_t(cond).strip())))
+        shuffled: set = set()                        # locals folded by shuffles: lane 0 alone holds the whole
         local: dict[str, str | None] = {}            # folded local -> the reduction it carries
         out: dict[str, tuple] = {}
         const = re.compile(r"-?\(?\s*(\d+\.?\d*([eE][+-]?\d+)?[fF]?|INFINITY|FLT_MAX|-FLT_MAX|-INFINITY)\s*\)?")
@@ -578,10 +594,24 @@ class _Program:
                 return None
             return self.shared_of.get(_base(node))
 
+        family = {"fmaxf": "max", "fmax": "max", "max": "max", "__hmax": "max",
+                  "fminf": "min", "fmin": "min", "min": "min", "__hmin": "min"}
+        shfl = r"__shfl_(?:down|xor)_sync\s*\(\s*\w+\s*,\s*{n}\s*,\s*\w+\s*(?:,\s*\w+\s*)?\)"
+
         def fold_step(e, name) -> str | None:        # t += part[w], t = t + part[w], t = fmaxf(t, part[w])
             if e is None or e.type != "assignment_expression" or _t(e.child_by_field_name("left")) != name:
                 return None
             op, right = _t(e.child_by_field_name("operator")), e.child_by_field_name("right")
+            acc = local.get(name)                    # the warps' values folded by shuffles: t += __shfl_down_sync(m, t, o)
+            sh = shfl.format(n=re.escape(name))
+            if acc is not None and op == "+=" and re.fullmatch(rf"\s*{sh}\s*", _t(right)) and self.accs.get(acc) == "+":
+                shuffled.add(name)
+                return acc
+            m = re.fullmatch(rf"\s*(\w+)\s*\(\s*(?:{re.escape(name)}\s*,\s*{sh}|{sh}\s*,\s*{re.escape(name)})\s*\)\s*", _t(right))
+            if acc is not None and op == "=" and m and family.get(m.group(1)) is not None and \
+                    family.get(m.group(1)) == family.get(self.accs.get(acc, "")):
+                shuffled.add(name)
+                return acc
             if op == "+=":
                 acc = partial(right)
                 return acc if acc is not None and self.accs.get(acc) == "+" else None
@@ -597,8 +627,6 @@ class _Program:
             if m and self.accs.get(acc) == "+":
                 return acc
             m = re.fullmatch(rf"\s*(\w+)\s*\(\s*(?:{re.escape(name)}\s*,\s*S|S\s*,\s*{re.escape(name)})\s*\)\s*", text)
-            family = {"fmaxf": "max", "fmax": "max", "max": "max", "__hmax": "max",
-                      "fminf": "min", "fmin": "min", "min": "min", "__hmin": "min"}
             if m and family.get(m.group(1)) is not None and family.get(self.accs.get(acc, "")) == family.get(m.group(1)):
                 return acc
             return None
@@ -611,7 +639,15 @@ class _Program:
                 name, value = _t(inits[0].child_by_field_name("declarator")), inits[0].child_by_field_name("value")
                 if name in self.scalars | set(self.accs) | self.shared or value is None:
                     return None
-                acc = partial(value)
+                inner = value
+                while inner.type == "parenthesized_expression" and inner.named_children:
+                    inner = inner.named_children[0]
+                if inner.type == "conditional_expression" and \
+                        const.fullmatch(_t(inner.child_by_field_name("alternative")).strip()) and \
+                        not set(_identifiers(inner.child_by_field_name("condition"))) & (self.scalars | set(self.accs) | self.shared) and \
+                        _INDEX.search(_t(inner.child_by_field_name("condition"))):
+                    inner = inner.child_by_field_name("consequence")   # (lane < warps) ? part[lane] : 0
+                acc = partial(inner)
                 if acc is None and not const.fullmatch(_t(value).strip()):
                     return None
                 local[name] = acc
@@ -645,6 +681,8 @@ class _Program:
                          (n.parent is not None and n.parent.type == "call_expression" and
                           n.parent.child_by_field_name("function") == n)}
                 used = names & set(local)
+                if used & shuffled and st.start_byte not in lane0:
+                    return None                      # after shfl_down only the first lane holds the whole
                 if not used or any(local[n] is None for n in used) or \
                         names - set(local) - self.params or _SYNC.search(_t(right)) or _INDEX.search(_t(right)):
                     return None
