@@ -21,6 +21,7 @@ OFFERED = {
     "kldiv": "reduce_all",
     "l1norm": "row_reduce",
     "l2norm": "row_reduce",
+    "layernorm_onepass": "row_reduce",
     "leaky_relu": "elementwise",
     "logsoftmax_block": "row_reduce",
     "matmul_mkn": "gemm_f32_warp",

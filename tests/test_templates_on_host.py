@@ -72,6 +72,8 @@ ROWS = [
     ("kernelbench_l1/k", "softmax_thread", {"batch_size": 3, "dim": 1001}),
     # the first warp shuffling the warps' partials, thread 0 writing a shared norm (KernelBench 39)
     ("kernelbench_l1/k", "l2norm", {"batch_size": 2, "dim": 1001}),
+    # a row of three trailing dimensions, its length an argument (KernelBench 40), a weight and bias alike
+    ("kernelbench_l1/k", "layernorm_onepass", {"batch_size": 2, "features": 3, "dim1": 5, "dim2": 67}),
 ]
 
 

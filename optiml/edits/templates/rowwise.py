@@ -169,6 +169,18 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
     scalar_of = {str(a.value): a.name for a in spec.args if a.role == "scalar"}
     shape = [str(s) for s in x.shape]
     body = fn.child_by_field_name("body")
+    # a row of several trailing dimensions (a LayerNorm over (features, dim1, dim2)): a loop to the
+    # kernel argument whose value is their product reads X as [leading..., that product]
+    flat = lambda e: re.sub(r"[\s()]", "", str(e))            # noqa: E731
+    for n in _walk(body):
+        b = _bound(n) if n.type == "for_statement" else None
+        value = next((a.value for a in spec.args if a.role == "scalar" and b is not None and a.name == b[1]), None)
+        if b is None or b[1] not in params or value is None or str(value) in shape:
+            continue
+        for d in range(len(shape) - 2, -1, -1):
+            if flat(value) == flat("*".join(shape[d:])):
+                shape = shape[:d] + [str(value)]
+                break
     # the loops over the reduced dimension: `v < BOUND` with BOUND the kernel's argument for one of X's sizes
     dims = {}
     for n in _walk(body):
@@ -199,7 +211,8 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
         i = _product([kernel_size(s) for s in shape[dim + 1:]])
         # 1-D arrays along the row (a norm's weight and bias): read as A[j], loaded as vectors like the row
         sides = {a.name: _ELEMENT[a.dtype] for a in spec.args if a.role == "input" and a.name in pointers and
-                 [str(s) for s in a.shape] == [shape[dim]] and a.dtype in _ELEMENT}
+                 ([str(s) for s in a.shape] == [shape[dim]] or flat("*".join(str(s) for s in a.shape)) == flat(shape[dim]))
+                 and a.name != x.name and a.dtype in _ELEMENT}
         # device functions that reduce across threads (a warpReduceSum): calling one combines partials
         helpers = {_t(d.child_by_field_name("declarator")) for d in _walk(root) if d.type == "function_declarator"
                    and d.parent is not None and d.parent.type == "function_definition" and d.parent is not fn
