@@ -1,7 +1,6 @@
 """`optiml init --kernelbench TASK.py KERNEL.cu`: a spec and a Python reference (the Model's
 forward) from a KernelBench-format task, on the shipped examples. Needs torch (skipped without)."""
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 
@@ -21,10 +20,16 @@ def need_torch():
 
 
 def init(tmp_path, name):
-    for f in (f"{name}.cu", TASKS[name]):
-        shutil.copy(EXAMPLES / name / f, tmp_path / f)
+    return draft(tmp_path, (EXAMPLES / name / TASKS[name]).read_text(), name, (EXAMPLES / name / f"{name}.cu").read_text(),
+                 TASKS[name])
+
+
+def draft(tmp_path, task_text, name, kernel_text, task_file="task.py"):
+    """``optiml init --kernelbench`` of a task and a kernel written here: the spec, loaded, and its text."""
+    (tmp_path / task_file).write_text(task_text)
     kernel = tmp_path / f"{name}.cu"
-    spec_text, ref_text = draft_kernelbench(tmp_path / TASKS[name], kernel.read_text(), kernel)
+    kernel.write_text(kernel_text)
+    spec_text, ref_text = draft_kernelbench(tmp_path / task_file, kernel_text, kernel)
     (tmp_path / f"{name}.toml").write_text(spec_text)
     (tmp_path / f"{name}_ref.py").write_text(ref_text)
     return load_spec(tmp_path / f"{name}.toml", kernel), spec_text
@@ -138,13 +143,7 @@ def test_a_linear_tasks_baseline_is_cublas_through_the_models_forward_on_the_cas
     comment) computes the reference's outputs from the case's tensors, its parameters the tensors
     themselves: a changed weight changes its result (no stale copy in the cached Model)."""
     torch = need_torch()
-    (tmp_path / "task.py").write_text(LINEAR_TASK)
-    kernel = tmp_path / "linear_relu.cu"
-    kernel.write_text(LINEAR_KERNEL)
-    spec_text, ref_text = draft_kernelbench(tmp_path / "task.py", LINEAR_KERNEL, kernel)
-    (tmp_path / "linear_relu.toml").write_text(spec_text)
-    (tmp_path / "linear_relu_ref.py").write_text(ref_text)
-    spec = load_spec(tmp_path / "linear_relu.toml", kernel)
+    spec, spec_text = draft(tmp_path, LINEAR_TASK, "linear_relu", LINEAR_KERNEL)
     assert spec.baseline.path.name == "linear_relu_ref.py" and "linear_relu_ref.py:baseline_compiled" in spec_text
     sizes = dict(batch_size=37, out_features=48, in_features=96)      # a GEMM: its flops, for the compute bound
     assert spec.count("flops", sizes) == 2 * 37 * 48 * 96
@@ -218,13 +217,7 @@ def test_a_loss_kernels_count_and_atomic_total_are_drafted_so_the_spec_runs(tmp_
     in the kernel's own scalar, which the spec could not evaluate), and an output the kernel adds
     into with atomicAdd starts at 0 (inout), not poisoned."""
     need_torch()
-    (tmp_path / "mse_task.py").write_text(MSE_TASK)
-    kernel = tmp_path / "mse.cu"
-    kernel.write_text(MSE_KERNEL)
-    spec_text, ref_text = draft_kernelbench(tmp_path / "mse_task.py", MSE_KERNEL, kernel)
-    (tmp_path / "mse.toml").write_text(spec_text)
-    (tmp_path / "mse_ref.py").write_text(ref_text)
-    spec = load_spec(tmp_path / "mse.toml", kernel)
+    spec, _ = draft(tmp_path, MSE_TASK, "mse", MSE_KERNEL)
     args = {a.name: a for a in spec.args}
     assert args["out"].role == "inout" and args["out"].init.value == 0.0
     assert args["n"].value == "batch_size * dim"

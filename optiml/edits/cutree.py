@@ -87,6 +87,30 @@ def _params(fdecl):
     return out
 
 
+def _unparen(node):
+    """``node`` without the parentheses around it."""
+    while node.type == "parenthesized_expression" and node.named_children:
+        node = node.named_children[0]
+    return node
+
+
+def _assigned_names(node) -> set[str]:
+    """The names ``node`` changes: assigned (``=``, ``+=``, ...), incremented or decremented, or whose
+    address it takes."""
+    out = set()
+    for n in _walk(node):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        elif n.type == "pointer_expression" and _t(n).lstrip().startswith("&"):
+            target = n.child_by_field_name("argument")
+        if target is not None and _unparen(target).type == "identifier":
+            out.add(_t(_unparen(target)))
+    return out
+
+
 def _shared_arrays(fn) -> dict[str, str]:
     """name -> element type of each ``__shared__`` array declared in ``fn``."""
     out = {}

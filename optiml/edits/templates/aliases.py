@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ...source import _walk
-from ..cutree import _entry_def, _params, _splice, _t, _tree
+from ..cutree import _assigned_names, _entry_def, _params, _splice, _t, _tree
 
 _INTEGER = re.compile(r"(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|long\s+long|long\s+int|short|size_t|"
                       r"unsigned|u?int(?:8|16|32|64)_t|ptrdiff_t)(?:\s+const)?")
@@ -31,17 +31,7 @@ def inline_size_aliases(source: str, entry: str) -> str:
     if body is None:
         return source
     scalars = {name for name, _, ptr, _ in _params(fdecl) if ptr is None}
-    changed = set()
-    for n in _walk(body):
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        elif n.type == "pointer_expression" and _t(n).lstrip().startswith("&"):
-            target = n.child_by_field_name("argument")
-        if target is not None and target.type == "identifier":
-            changed.add(_t(target))
+    changed = _assigned_names(body)
     declared: dict[str, int] = {}
     for d in _walk(body):                           # every declaration of each name (a shadow: not inlined)
         if d.type == "identifier" and d.parent is not None and (

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 
 from ...source import _walk
-from ..cutree import _entry_def, _params, _splice, _t, _tree
+from ..cutree import _assigned_names, _entry_def, _params, _shared_arrays, _splice, _t, _tree, _unparen
 from .common import Spaced, place_rendered, render
 from .flat_body import _Body
 from .flat_shape import (_ATOMICS, _SIZE, _Refuse, _Shape, _aliases, _by_reference, _cooperating_helpers, _defined,
@@ -243,13 +243,10 @@ def _block_sum_as_thread_sum(source: str, fn) -> str | None:
     if loop is None or loop + 1 >= len(stmts):
         return None
     tids = {"threadIdx.x"}                        # names of the thread's index (tid, lane)
-    shared = set()
+    shared = set(_shared_arrays(fn))
     for st in stmts[:loop]:
         t = _t(st)
-        if st.type == "declaration" and "__shared__" in t:
-            shared |= {_t(n) for n in _walk(st) if n.type == "identifier" and n.parent is not None and
-                       n.parent.type == "array_declarator"}
-        elif st.type == "declaration" and _TID.search(t) and "=" in t and "blockIdx" not in t:
+        if st.type == "declaration" and "__shared__" not in t and _TID.search(t) and "=" in t and "blockIdx" not in t:
             tids |= {_t(n.child_by_field_name("declarator")) for n in _walk(st) if n.type == "init_declarator"}
     sums = {_t(n.child_by_field_name("left")) for n in _walk(stmts[loop]) if n.type == "assignment_expression"
             and _t(n.child_by_field_name("operator")) == "+=" and n.child_by_field_name("left").type == "identifier"}
@@ -261,8 +258,7 @@ def _block_sum_as_thread_sum(source: str, fn) -> str | None:
     for st in tail:
         t = re.sub(r"\s+", " ", _t(st)).strip()
         if st.type == "declaration" and "__shared__" in t:
-            shared |= {_t(n) for n in _walk(st) if n.type == "identifier" and n.parent is not None and
-                       n.parent.type == "array_declarator"}
+            pass
         elif re.fullmatch(r"__syncthreads\(\);|__syncwarp\(\w*\);", t):
             pass
         elif (m := re.fullmatch(rf"(\w+)\[({tid_re})\] = (\w+);", t)) and m.group(1) in shared and m.group(3) in sums:
@@ -312,26 +308,18 @@ def _scaled_sum(e, fn, fdecl) -> tuple[str | None, str]:
     or not) where X names only the kernel's parameters, which it never changes, and literals, so each
     term may be scaled on its own (``atomicAdd(out, (E) / n)``: the same value to rounding, which
     verification judges); (None, "") for anything else."""
-    while e.type == "parenthesized_expression" and e.named_children:
-        e = e.named_children[0]
+    e = _unparen(e)
     if e.type == "identifier":
         return _t(e), "{}"
     if e.type != "binary_expression" or _t(e.child_by_field_name("operator")) not in ("/", "*"):
         return None, ""
     op = _t(e.child_by_field_name("operator"))
     left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
-    strip = lambda n: _strip_parens(n)                                               # noqa: E731
-    if strip(left).type == "identifier" and _invariant(right, fn, fdecl):
-        return _t(strip(left)), "{} " + op + " (" + _t(right) + ")"
-    if op == "*" and strip(right).type == "identifier" and _invariant(left, fn, fdecl):
-        return _t(strip(right)), "(" + _t(left) + ") * {}"
+    if _unparen(left).type == "identifier" and _invariant(right, fn, fdecl):
+        return _t(_unparen(left)), "{} " + op + " (" + _t(right) + ")"
+    if op == "*" and _unparen(right).type == "identifier" and _invariant(left, fn, fdecl):
+        return _t(_unparen(right)), "(" + _t(left) + ") * {}"
     return None, ""
-
-
-def _strip_parens(n):
-    while n.type == "parenthesized_expression" and n.named_children:
-        n = n.named_children[0]
-    return n
 
 
 def _invariant(x, fn, fdecl) -> bool:
@@ -344,17 +332,7 @@ def _invariant(x, fn, fdecl) -> bool:
                       "field_expression", "pointer_expression", "comma_expression"):
             return False
     names = {_t(n) for n in _walk(x) if n.type == "identifier"}
-    for n in _walk(fn.child_by_field_name("body")):
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        elif n.type == "pointer_expression" and _t(n).startswith("&"):
-            target = n.child_by_field_name("argument")
-        if target is not None and _t(_strip_parens(target)) in names:
-            return False
-    return True
+    return not names & _assigned_names(fn.child_by_field_name("body"))
 
 
 def _through(bound: str, prelude) -> str:

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from ...source import _walk
-from ..cutree import _ancestors, _entry_def, _params, _shared_arrays, _short, _splice, _t, _tree
+from ..cutree import _ancestors, _entry_def, _params, _shared_arrays, _short, _splice, _t, _tree, _unparen
 from .common import Spaced, place_rendered, render
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double"}
@@ -312,8 +312,10 @@ def _max_ifs(source: str, fn) -> str:
     return _splice(source, edits) if edits else source
 
 
-_EXTREMA = {"fmaxf": "-INFINITY", "fmax": "-INFINITY", "max": "-INFINITY",
-            "fminf": "INFINITY", "fmin": "INFINITY", "min": "INFINITY"}
+# which extremum each max or min call takes, and the identity a float one starts from
+_FAMILY = {"fmaxf": "max", "fmax": "max", "max": "max", "__hmax": "max",
+           "fminf": "min", "fmin": "min", "min": "min", "__hmin": "min"}
+_EXTREMA = {f: {"max": "-INFINITY", "min": "INFINITY"}[k] for f, k in _FAMILY.items() if not f.startswith("__h")}
 
 
 def _seeded_extrema(source: str, fn) -> str:
@@ -607,8 +609,6 @@ class _Program:
                 return None
             return self.shared_of.get(_base(node))
 
-        family = {"fmaxf": "max", "fmax": "max", "max": "max", "__hmax": "max",
-                  "fminf": "min", "fmin": "min", "min": "min", "__hmin": "min"}
         shfl = r"__shfl_(?:down|xor)_sync\s*\(\s*\w+\s*,\s*{n}\s*,\s*\w+\s*(?:,\s*\w+\s*)?\)"
 
         def fold_step(e, name) -> str | None:        # t += part[w], t = t + part[w], t = fmaxf(t, part[w])
@@ -621,8 +621,8 @@ class _Program:
                 shuffled.add(name)
                 return acc
             m = re.fullmatch(rf"\s*(\w+)\s*\(\s*(?:{re.escape(name)}\s*,\s*{sh}|{sh}\s*,\s*{re.escape(name)})\s*\)\s*", _t(right))
-            if acc is not None and op == "=" and m and family.get(m.group(1)) is not None and \
-                    family.get(m.group(1)) == family.get(self.accs.get(acc, "")):
+            if acc is not None and op == "=" and m and _FAMILY.get(m.group(1)) is not None and \
+                    _FAMILY.get(m.group(1)) == _FAMILY.get(self.accs.get(acc, "")):
                 shuffled.add(name)
                 return acc
             if op == "+=":
@@ -640,7 +640,7 @@ class _Program:
             if m and self.accs.get(acc) == "+":
                 return acc
             m = re.fullmatch(rf"\s*(\w+)\s*\(\s*(?:{re.escape(name)}\s*,\s*S|S\s*,\s*{re.escape(name)})\s*\)\s*", text)
-            if m and family.get(m.group(1)) is not None and family.get(self.accs.get(acc, "")) == family.get(m.group(1)):
+            if m and _FAMILY.get(m.group(1)) is not None and _FAMILY.get(self.accs.get(acc, "")) == _FAMILY.get(m.group(1)):
                 return acc
             return None
 
@@ -652,9 +652,7 @@ class _Program:
                 name, value = _t(inits[0].child_by_field_name("declarator")), inits[0].child_by_field_name("value")
                 if name in self.scalars | set(self.accs) | self.shared or value is None:
                     return None
-                inner = value
-                while inner.type == "parenthesized_expression" and inner.named_children:
-                    inner = inner.named_children[0]
+                inner = _unparen(value)
                 if inner.type == "conditional_expression" and \
                         const.fullmatch(_t(inner.child_by_field_name("alternative")).strip()) and \
                         not set(_identifiers(inner.child_by_field_name("condition"))) & (self.scalars | set(self.accs) | self.shared) and \
@@ -754,8 +752,7 @@ class _Program:
         return found
 
     def _exact(self, node) -> str | None:
-        while node.type == "parenthesized_expression" and node.named_children:
-            node = node.named_children[0]
+        node = _unparen(node)
         t = _t(node).strip()
         if node.type == "identifier":
             if t in self.accs:
