@@ -48,6 +48,18 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "bfloat16": (2e-2, 2e-2),
 }
 
+# The relative check's default bound on ||out - ref|| / ||ref|| (floating-point outputs; integers and
+# bool are compared exactly). Ten times the elementwise rtol for float32 (an honest kernel the
+# elementwise check passes lands far under it: a different summation order near 1e-6, TF32 near
+# 5e-4 for reductions up to 1e6 terms accumulated in float32), the rtol for the half types.
+# It is measured against the reference's own magnitude, so unlike atol it holds at every size.
+DEFAULT_REL_RMS: dict[str, float] = {
+    "float64": 1e-7,
+    "float32": 1e-3,
+    "float16": 1e-2,
+    "bfloat16": 2e-2,
+}
+
 
 def get(name: str) -> DType:
     return DTYPES[name]

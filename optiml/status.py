@@ -41,6 +41,8 @@ class Status(str, Enum):
     TIMEOUT = "timeout"
     WRONG_OUTPUT = "wrong_output"
     UNSAFE = "unsafe"                  # right answers, but compute-sanitizer found a memory error, a race, ...
+    BEYOND_BOUND = "beyond_bound"      # verified twice, yet timed well past the GPU's speed of light: the
+                                       # kernel skips work its checks cannot see, or the spec's [counts] overstate it
     REFERENCE_ERROR = "reference_error"
     HARNESS_ERROR = "harness_error"
     WORKER_LOST = "worker_lost"        # the cluster lost the machines evaluating it: nothing is known of it
@@ -61,7 +63,7 @@ _CATEGORY = {
     Status.SOURCE_ERROR: Category.BUILD_FAILURE, Status.LAUNCH_CONFIG_ERROR: Category.BUILD_FAILURE,
     Status.COMPILE_ERROR: Category.BUILD_FAILURE, Status.BUILD_TIMEOUT: Category.BUILD_FAILURE,
     Status.BUILD_LOST: Category.BUILD_FAILURE,
-    Status.WRONG_OUTPUT: Category.WRONG, Status.UNSAFE: Category.WRONG,
+    Status.WRONG_OUTPUT: Category.WRONG, Status.UNSAFE: Category.WRONG, Status.BEYOND_BOUND: Category.WRONG,
     Status.LAUNCH_ERROR: Category.CRASH, Status.RUNTIME_ERROR: Category.CRASH, Status.TIMEOUT: Category.CRASH,
     Status.REFERENCE_ERROR: Category.INFRASTRUCTURE, Status.HARNESS_ERROR: Category.INFRASTRUCTURE,
     Status.WORKER_LOST: Category.INFRASTRUCTURE,

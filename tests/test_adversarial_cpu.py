@@ -303,3 +303,48 @@ def test_nan_scalar_value_is_one_sentence(tmp_path):
     k, s = write(tmp_path, _spec_with('value = "N"', "value = nan"))
     r = run_cli("build", k, "--arch", ARCH)
     assert_one_sentence_error(r, str(s), "args.n.value")
+
+
+# --------------------------------------------------------------------------- small outputs, on the CPU emulation
+
+# the softmax_* kernels' verdicts from the comparison alone: run on the CPU emulation (tests/host_emulation.py,
+# threads cooperating for real) at a row longer than their 100000 threshold and at a short one, each compared
+# with the true softmax under the spec's tolerances (the float32 defaults); the GPU test runs them through
+# the whole pipeline
+SOFTMAX_VERDICTS = {            # kernel: (verdict at 2 x 100003, at 2 x 4099)
+    "softmax_ok": (None, None),
+    "softmax_zeros_long": ("relative", None),
+    "softmax_constant_long": ("relative", None),
+    "softmax_scaled": ("relative", "relative"),
+    "softmax_prefix_sum": ("relative", None),
+    "softmax_half_read": ("relative", None),
+    "softmax_verify_sizes_only": ("tolerance", None),
+}
+
+
+def _softmax_verdict(tmp_path, name: str, dim: int):
+    from tests.host_emulation import run_on_host
+    from optiml.verify.compare import check_output
+
+    case = adv.case(name)
+    _, spec = adv.load(case.kernel)
+    rows = 2
+    out = run_on_host(tmp_path, f"{name}_{dim}", case.kernel.read_text(), spec.entry, {"x": rows * dim, "y": rows * dim},
+                      {"batch_size": rows, "dim": dim}, (rows,), (256,), poisoned=("y",), offsets=(0,), threaded=True)
+    x, y = (np.array([float.fromhex(v) for v in line.split()], np.float32) for line in out[0][:2])
+    e = np.exp(x.astype(np.float64).reshape(rows, dim) - x.reshape(rows, dim).max(axis=1, keepdims=True))
+    ref = (e / e.sum(axis=1, keepdims=True)).astype(np.float32).reshape(-1)
+    tol = spec.tolerance("float32")
+    return check_output("y", y, ref, "float32", tol.atol, tol.rtol, rel_rms=tol.rel_rms)
+
+
+@pytest.mark.parametrize("name", sorted(SOFTMAX_VERDICTS))
+def test_small_output_cheats_fail_the_comparison_where_they_cheat(tmp_path, name):
+    long_verdict, short_verdict = SOFTMAX_VERDICTS[name]
+    assert adv.case(name).check == (long_verdict or None) or adv.case(name).control
+    c = _softmax_verdict(tmp_path, name, 100003)
+    assert c.failed_check == long_verdict, c
+    if long_verdict == "relative":
+        assert c.mismatched == 0            # every element within atol + rtol |ref|: the elementwise check is blind
+    if name in ("softmax_ok", "softmax_scaled", "softmax_zeros_long"):
+        assert _softmax_verdict(tmp_path, name, 4099).failed_check == short_verdict

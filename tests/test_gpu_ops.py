@@ -298,6 +298,8 @@ def assert_agrees(got, want, rel_l2_tol: float = 1e-6, err_tol: float = 0.0):
     for a, b in ((got.max_abs_err, want.max_abs_err), (got.max_rel_err, want.max_rel_err)):
         assert a == b or a == pytest.approx(b, rel=err_tol, abs=0), (got, want)
     assert got.rel_l2_err == pytest.approx(want.rel_l2_err, rel=rel_l2_tol, abs=1e-300)
+    assert got.ref_rms == pytest.approx(want.ref_rms, rel=rel_l2_tol, abs=1e-300)
+    assert (got.gross_ref, got.rel_rms_bound, got.atol) == (want.gross_ref, want.rel_rms_bound, want.atol)
 
 
 def _tol(dtype):
@@ -312,10 +314,11 @@ def test_host_compare_agrees_with_check_output_injection_by_injection(dtype, poi
     for k, what in enumerate([None] + injections + ["all"]):
         inj = injections if what == "all" else [] if what is None else [what]
         out, ref = make_pair(dtype, 500, 100 + k, inj)
-        want = check_output("y", out, ref, dtype, atol, rtol, poisonable)
+        rel = _dt.DEFAULT_REL_RMS.get(dtype)
+        want = check_output("y", out, ref, dtype, atol, rtol, poisonable, rel_rms=rel)
         if what is None:
             assert want.failed_check is None
-        assert_agrees(host_compare("y", out, ref, dtype, atol, rtol, poisonable), want)
+        assert_agrees(host_compare("y", out, ref, dtype, atol, rtol, poisonable, rel_rms=rel), want)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32", "uint8", "bool"])
@@ -328,8 +331,9 @@ def test_host_compare_agrees_with_check_output_on_random_mixtures(dtype):
         out, ref = make_pair(dtype, n, trial, inj[: max(1, n // 3)] if n > 2 else inj[:0], noise=float(rng.choice([0.3, 0.999, 1.2])))
         atol, rtol = _tol(dtype)
         poisonable = bool(rng.integers(2))
-        assert_agrees(host_compare("z", out, ref, dtype, atol, rtol, poisonable),
-                      check_output("z", out, ref, dtype, atol, rtol, poisonable))
+        rel = _dt.DEFAULT_REL_RMS.get(dtype)
+        assert_agrees(host_compare("z", out, ref, dtype, atol, rtol, poisonable, rel_rms=rel),
+                      check_output("z", out, ref, dtype, atol, rtol, poisonable, rel_rms=rel))
 
 
 def test_host_compare_of_empty_and_all_special_arrays():
@@ -507,6 +511,7 @@ class _FakeFn:
         w[:6] = [st.unwritten, st.nan, st.inf, st.mismatched, st.fast_fail, st.finite_pairs]
         w[6] = 2 ** 64 - 1 if st.first_bad is None else st.first_bad
         w.view(np.float64)[8:14] = [st.max_abs, st.max_rel, st.max_abs_w, st.max_rel_w, st.sum_sq_diff, st.sum_sq_ref]
+        w.view(np.float64)[15] = st.gross_ref
 
 
 @pytest.fixture
@@ -556,9 +561,10 @@ def test_gpuops_compare_on_the_fake_driver_is_check_output(fake, dtype):
     injections = INJECTIONS_FLOAT if _dt.get(dtype).kind == "float" else INJECTIONS_INT
     for k, inj in enumerate([[], ["far"], ["poison"], injections, ["ref_nan_matched"] if dtype == "float32" else []]):
         out, ref = make_pair(dtype, 600, k, inj)
-        got = ops.compare(drv.put(out), drv.put(ref), out.size, dtype, atol, rtol, True, None, name="q")
+        rel = _dt.DEFAULT_REL_RMS.get(dtype)
+        got = ops.compare(drv.put(out), drv.put(ref), out.size, dtype, atol, rtol, True, None, name="q", rel_rms=rel)
         assert got.name == "q"
-        assert_agrees(got, check_output("q", out, ref, dtype, atol, rtol))
+        assert_agrees(got, check_output("q", out, ref, dtype, atol, rtol, rel_rms=rel))
     assert ops.compare(drv.put(out), drv.put(ref), 0, dtype, atol, rtol).elements == 0
 
 

@@ -115,13 +115,32 @@ def test_a_time_under_the_speed_of_light_is_verified_again_on_new_inputs(tmp_pat
     assert len(cheat.jobs) == 2 and cheat.jobs[1].cases != cheat.jobs[0].cases        # new inputs
     assert r.status == "wrong_output" and "under the speed of light" in r.message
     assert r.speed_of_light["bound_ms"] > 0.002 and r.speed_of_light["recheck_status"] == "wrong_output"
-    honest = ScriptedFakeHarness(("ok", 0.0001), ("ok", 0.0001))   # passes again: counts, flagged
+    # passes again, within SOL_MARGIN of the bound (2.5 us): counts, flagged
+    honest = ScriptedFakeHarness(("ok", 0.0023), ("ok", 0.0023))
     ev = evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), honest)
     r = ev.evaluate(Candidate(KERNEL))
     assert r.status == "ok" and r.speed_of_light["recheck_status"] == "ok" and len(honest.jobs) == 2
+    # passes again, still far past the bound: a finding, never a result
+    beyond = ScriptedFakeHarness(("ok", 0.0013), ("ok", 0.0013))
+    ev = evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), beyond)
+    r = ev.evaluate(Candidate(KERNEL))
+    assert r.status == "beyond_bound" and r.median_ms is None and r.speed_of_light["recheck_status"] == "beyond_bound"
+    assert "verified twice, yet timed at 0.0013 ms" in r.message and "[counts]" in r.message
+    assert "0.008389 GB at 3350 GB/s" in r.message
     slow = ScriptedFakeHarness(("ok", 0.05))                        # above the bound: no second run
     ev = evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), slow)
     assert ev.evaluate(Candidate(KERNEL)).speed_of_light is None and len(slow.jobs) == 1
+
+
+def test_the_second_look_past_the_speed_of_light_uses_the_strict_tolerances(tmp_path):
+    """A spec that loosened float32 (atol 1, rel_rms 0.5) is verified again with the defaults."""
+    from tests.test_spec import SPEC
+    spec = load(tmp_path, SPEC + "\n[tolerance]\nfloat32 = { atol = 1.0, rtol = 1e-5, rel_rms = 0.5 }\n")
+    h = ScriptedFakeHarness(("ok", 0.0001), ("ok", 0.0001))
+    evaluator(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), h).evaluate(Candidate(KERNEL))
+    first, again = (j.spec.tolerance("float32") for j in h.jobs)
+    assert (first.atol, first.rtol, first.rel_rms) == (1.0, 1e-5, 0.5)
+    assert (again.atol, again.rtol, again.rel_rms) == (1e-4, 1e-5, 1e-3)
 
 
 def test_a_candidate_whose_constants_break_a_shape_is_a_launch_config_error(tmp_path):

@@ -270,10 +270,50 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
             w(f"flops = {_q(flops)}  # the kernel reads as a GEMM: 2 M N K")
         w(f"bytes = {_q(' + '.join(terms))}")
         w("")
-    w("[tolerance]  # TODO: loosen for long reductions (a matmul's K) or half precision")
-    w("float32 = { atol = 1e-4, rtol = 1e-4 }")
+    for line in _tolerances(arrays, dims_of, sizes, sa, sb, flops):
+        w(line)
     text = "\n".join(lines) + "\n"
     return text, _reference_text(task_path, spec_path or kernel_path.with_suffix(".toml"), ref_args)
+
+
+def _tolerances(arrays, dims_of, sizes: dict, sa: dict, sb: dict, flops: str | None) -> list[str]:
+    """The ``[tolerance]`` lines for the task's outputs: each dtype's reduction length at the task's
+    sizes (a GEMM's K, else the largest input's elements per output element) and the reference's RMS
+    at the task's sizes, extrapolated from the two reduced runs (a power law in the sizes' product)."""
+    import math
+
+    from ..expr import evaluate
+    from .tolerance import extrapolate_rms, tolerance_lines
+
+    def numel(dims) -> float:
+        try:
+            return float(math.prod(float(evaluate(d, sizes)) for d in dims))
+        except Exception:                         # noqa: BLE001 - a draft's estimate, never a failure
+            return 0.0
+
+    prod = (lambda s: float(math.prod(s.values())) if s else 1.0)
+    biggest_in = max((numel(d) for (role, *_), d in zip(arrays, dims_of) if role != "output"), default=0.0)
+    entries: dict = {}
+    for (role, _, ta, tb), dims in zip(arrays, dims_of):
+        if role != "output" or not ta.is_floating_point():
+            continue
+        dtype = str(ta.dtype).removeprefix("torch.")
+        n_out = numel(dims)
+        k = None
+        if flops and n_out:
+            try:
+                k = float(evaluate(flops, sizes)) / (2 * n_out)
+            except Exception:                     # noqa: BLE001
+                k = None
+        if k is None and n_out and biggest_in > n_out:
+            k = biggest_in / n_out
+        rms = [(prod(s), float(t.double().pow(2).mean().sqrt())) for s, t in ((sa, ta), (sb, tb)) if t.numel()]
+        at = extrapolate_rms(rms, prod(sizes))
+        said = (", extrapolated from " + " and ".join(f"{r:.3g}" for _, r in rms) + " at the verify sizes") if rms else ""
+        prev = entries.get(dtype)
+        if prev is None or (at or math.inf) < (prev[1] or math.inf):
+            entries[dtype] = (max(k or 0.0, (prev or (0.0,))[0] or 0.0) or None, at, said)
+    return tolerance_lines(entries)
 
 
 def _gemm_flops(source, entry, pointers, arrays, dims_of, ints, rename) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import SpecError
 from ..source import Access, IndexFacts, Kernel, SourceInfo, dtype_of_c_type, index_facts, parse_source, pointer_access
 from ..spec.space import detected, suggested_values
+from .tolerance import tolerance_lines
 
 _BLOCK_HINTS = ("BLOCK", "BLOCK_SIZE", "TILE", "THREADS", "NUM_THREADS", "BLOCK_DIM", "BS", "TB")
 
@@ -110,6 +111,12 @@ def _render(kern: Kernel, info: SourceInfo, kernel_path: Path, source: str = "")
     w("[reference]")
     w('kind = "seed"  # the outputs of this kernel as written are the reference')
     w("")
+    outputs = {dtype_of_c_type(p.base_type): None for p in kern.params
+               if p.is_pointer and _role(p.is_const, access.get(p.name))[0] in ("output", "inout")}
+    tol = tolerance_lines({d: (None, None, "") for d in outputs if d})
+    if tol:
+        lines.extend(tol)
+        w("")
     w("# [counts]  # optional: for GFLOP/s, GB/s and speed of light")
     w(f'# flops = "{n}"')
     w(f'# bytes = "4 * {n}"')

@@ -39,6 +39,7 @@ class Preparer:
         self._reference: KernelBinary | None = None
         self._lock = threading.Lock()
         self._ops: str | None = None
+        self._noted: set[str] = set()        # what the run has said once (first_time)
 
     @property
     def lends_gpu(self) -> bool:
@@ -135,6 +136,14 @@ class Preparer:
         ev.seed = base_seed
         return HarnessJob(spec=self.spec, candidate=kb, reference=reference, cases=self.cases(base_seed),
                           time_it=time_it, device=device, baseline=baseline, ops_cubin=self.ops_cubin())
+
+    def first_time(self, key: str) -> bool:
+        """True the first time ``key`` is asked of this run, then False: to say a thing once."""
+        with self._lock:
+            if key in self._noted:
+                return False
+            self._noted.add(key)
+            return True
 
     def again(self, job: HarnessJob) -> tuple[HarnessJob, int]:
         """The same job on new inputs (a fresh seed), and that seed."""

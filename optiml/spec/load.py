@@ -197,13 +197,20 @@ def parse_spec(data: dict, spec_path: Path) -> TaskSpec:
         if dname not in _dt.DTYPES:
             raise tr.err(_name(dname), f"is not a known dtype ({', '.join(_dt.DTYPES)}).")
         t = tr.table(dname)
-        t.check_keys({"atol", "rtol"})
+        t.check_keys({"atol", "rtol", "rel_rms"})
         default = _dt.DEFAULT_TOLERANCES.get(dname, (0.0, 0.0))
         atol = float(t.number("atol", default=default[0]))
         rtol = float(t.number("rtol", default=default[1]))
         if atol < 0 or rtol < 0:
             raise tr.err(dname, "tolerances must be finite and not negative.")
-        tolerances[dname] = Tolerance(atol, rtol)
+        rel_rms = _dt.DEFAULT_REL_RMS.get(dname)
+        if "rel_rms" in t.data:
+            if _dt.get(dname).kind != "float":
+                raise tr.err(dname, "rel_rms applies to floating-point outputs only (integers are compared with atol).")
+            rel_rms = float(t.number("rel_rms"))
+            if not 0 < rel_rms < 1:
+                raise tr.err(dname, f"rel_rms = {rel_rms:g} must be above 0 and below 1 (1 passes an output of zeros).")
+        tolerances[dname] = Tolerance(atol, rtol, rel_rms)
 
     cr = r.table("counts")
     cr.check_keys({"flops", "bytes"})

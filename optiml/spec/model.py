@@ -114,6 +114,7 @@ class Baseline:
 class Tolerance:
     atol: float
     rtol: float
+    rel_rms: float | None = None     # the relative check's bound (None: none, as for integer outputs)
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class TaskSpec:
         if dtype in self.tolerances:
             return self.tolerances[dtype]
         atol, rtol = _dt.DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
-        return Tolerance(atol, rtol)
+        return Tolerance(atol, rtol, _dt.DEFAULT_REL_RMS.get(dtype))
 
     def summary(self) -> str:
         """The task in a few lines, for a proposer: arguments, sizes, launch, tolerance, reference."""
@@ -175,7 +176,9 @@ class TaskSpec:
         lines.append(f"default launch: grid [{', '.join(map(str, L.grid))}], block [{', '.join(map(str, L.block))}], "
                      f"shared_mem {L.shared_mem} (expressions over the sizes and the kernel's #define/constexpr constants)")
         tols = {a.dtype: self.tolerance(a.dtype) for a in self.args if a.role in ("output", "inout")}
-        lines.append("tolerance: " + ", ".join(f"{d} atol {t.atol:g} rtol {t.rtol:g}" for d, t in tols.items()))
+        lines.append("tolerance: " + ", ".join(f"{d} atol {t.atol:g} rtol {t.rtol:g}"
+                                               + (f" rel_rms {t.rel_rms:g}" if t.rel_rms is not None else "")
+                                               for d, t in tols.items()))
         lines.append("reference: " + ("the original kernel's outputs" if self.reference.kind == "seed"
                                        else "a Python reference implementation" if self.reference.kind == "python"
                                        else f"a Python reference on {self.reference.kind} GPU arrays"))

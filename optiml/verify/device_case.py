@@ -108,7 +108,7 @@ def judge(gpu, spec: TaskSpec, size_index: int, sizes: dict, cand: FilledCase, r
             tol = spec.tolerance(a.dtype)
             n = cand.meta[a.name][0]
             checks.append(gpu.ops.compare(cand.bufs[a.name], ref.bufs[a.name], n, a.dtype, tol.atol, tol.rtol,
-                                          poisonable=a.role == "output", name=a.name))
+                                          poisonable=a.role == "output", name=a.name, rel_rms=tol.rel_rms))
     modified = []
     for a in spec.args:
         if a.role == "input":

@@ -27,7 +27,7 @@ typedef long long i64;
 // The result block of compare / argmax / count_diff_bytes: 16 words (gpu_ops.py reads it back).
 enum {
     R_UNWRITTEN, R_NAN, R_INF, R_MISMATCHED, R_FAST_FAIL, R_FINITE_PAIRS, R_FIRST_BAD, R_ARGMAX,
-    R_MAX_ABS, R_MAX_REL, R_MAX_ABS_W, R_MAX_REL_W, R_SUM_SQ_DIFF, R_SUM_SQ_REF, R_DIFF_BYTES, R_WORDS = 16
+    R_MAX_ABS, R_MAX_REL, R_MAX_ABS_W, R_MAX_REL_W, R_SUM_SQ_DIFF, R_SUM_SQ_REF, R_DIFF_BYTES, R_GROSS_REF, R_WORDS = 16
 };
 
 // ------------------------------------------------------------------------------------ random bits
@@ -250,7 +250,8 @@ __device__ __forceinline__ void add_count(u64* slot, u64 v) {
 }
 
 // ------------------------------------------------------------------------------------ compare
-// check_output of compare.py, element by element, for both of its paths:
+// check_output of compare.py, element by element, for both of its paths (and the relative check's
+// sums and its largest grossly wrong reference value, gross):
 //  the fast path (_all_close, in CW): fast_fail counts elements with a non-finite |ref| or not
 //    |out - ref| <= atol + rtol |ref|; max_abs_w / max_rel_w are its error figures;
 //  the full accounting (in double): unwritten, nan, inf, mismatched, the first bad index and
@@ -264,7 +265,7 @@ __device__ void compare_body(const typename D::S* out, const typename D::S* ref,
     const CW atol_w = sizeof(CW) == 4 ? (CW)atol32 : (CW)atol;
     const CW rtol_w = sizeof(CW) == 4 ? (CW)rtol32 : (CW)rtol;
     u64 c_unw = 0, c_nan = 0, c_inf = 0, c_mis = 0, c_ff = 0, c_fin = 0, first = ~0ULL;
-    double mabs = 0.0, mrel = 0.0, mabs_w = 0.0, mrel_w = 0.0, ssd = 0.0, ssr = 0.0;
+    double mabs = 0.0, mrel = 0.0, mabs_w = 0.0, mrel_w = 0.0, ssd = 0.0, ssr = 0.0, gross = 0.0;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const typename D::S os = out[i], rs = ref[i];
         const bool unw = poisonable && D::bits(os) == poison && D::bits(rs) != poison;
@@ -296,6 +297,7 @@ __device__ void compare_body(const typename D::S* out, const typename D::S* ref,
             mrel = fmax(mrel, rel);
             ssd = __dadd_rn(ssd, __dmul_rn(diff, diff));
             ssr = __dadd_rn(ssr, __dmul_rn(r, r));
+            if (diff > __dmul_rn(0.5, ar)) gross = fmax(gross, ar);     // compare.GROSS_REL
         } else {
             ok_raw = (rn && on) || (ri && oi && same_sign);     // NaN/Inf in the reference: matched exactly
         }
@@ -305,7 +307,7 @@ __device__ void compare_body(const typename D::S* out, const typename D::S* ref,
     c_unw = warp_sum(c_unw); c_nan = warp_sum(c_nan); c_inf = warp_sum(c_inf); c_mis = warp_sum(c_mis);
     c_ff = warp_sum(c_ff); c_fin = warp_sum(c_fin); first = warp_min(first);
     mabs = warp_max(mabs); mrel = warp_max(mrel); mabs_w = warp_max(mabs_w); mrel_w = warp_max(mrel_w);
-    ssd = warp_sum(ssd); ssr = warp_sum(ssr);
+    ssd = warp_sum(ssd); ssr = warp_sum(ssr); gross = warp_max(gross);
     if ((threadIdx.x & 31) == 0) {
         add_count(res + R_UNWRITTEN, c_unw); add_count(res + R_NAN, c_nan); add_count(res + R_INF, c_inf);
         add_count(res + R_MISMATCHED, c_mis); add_count(res + R_FAST_FAIL, c_ff); add_count(res + R_FINITE_PAIRS, c_fin);
@@ -314,6 +316,7 @@ __device__ void compare_body(const typename D::S* out, const typename D::S* ref,
         atomic_max_pos(res + R_MAX_ABS_W, mabs_w); atomic_max_pos(res + R_MAX_REL_W, mrel_w);
         if (ssd != 0.0) atomicAdd((double*)(res + R_SUM_SQ_DIFF), ssd);
         if (ssr != 0.0) atomicAdd((double*)(res + R_SUM_SQ_REF), ssr);
+        atomic_max_pos(res + R_GROSS_REF, gross);
     }
 }
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..spec import Init
-from .compare import OutputCheck
+from .compare import GROSS_REL, OutputCheck
 from .inputs import draw
 
 SOURCE = Path(__file__).with_name("gpu_ops.cu")
@@ -254,6 +254,7 @@ class CompareStats:
     max_rel_w: float = 0.0
     sum_sq_diff: float = 0.0      # over pairs finite on both sides
     sum_sq_ref: float = 0.0
+    gross_ref: float = 0.0        # the largest |ref| among finite pairs off by more than GROSS_REL |ref|
 
     @property
     def fast_path(self) -> bool:
@@ -265,11 +266,13 @@ FAST, FULL = 0, 1                 # argmax modes: the fast path's |out - ref|, t
 
 
 def finish(name: str, n: int, dtype: str, stats: CompareStats, poisonable: bool,
-           argmax: Callable[[int, float], int], element: Callable[[int], tuple[np.ndarray, np.ndarray]]) -> OutputCheck:
+           argmax: Callable[[int, float], int], element: Callable[[int], tuple[np.ndarray, np.ndarray]],
+           atol: float = 0.0, rel_rms: float | None = None) -> OutputCheck:
     """The OutputCheck check_output returns, from the accumulated ``stats``; ``argmax(mode,
     target)`` finds the first index whose error is ``target``, ``element(i)`` reads element ``i``
     of out and ref (1-element storage arrays)."""
-    res = OutputCheck(name=name, elements=n, unwritten=stats.unwritten)
+    res = OutputCheck(name=name, elements=n, unwritten=stats.unwritten, atol=float(atol),
+                      rel_rms_bound=None if rel_rms is None or _dt.get(dtype).kind != "float" else float(rel_rms))
     if n == 0:
         return res
     if stats.fast_path:
@@ -284,6 +287,9 @@ def finish(name: str, n: int, dtype: str, stats: CompareStats, poisonable: bool,
     if stats.fast_path or stats.finite_pairs:
         denom, err = math.sqrt(stats.sum_sq_ref), math.sqrt(stats.sum_sq_diff)
         res.rel_l2_err = err / denom if denom > 0 else err
+        if stats.finite_pairs:
+            res.ref_rms = math.sqrt(stats.sum_sq_ref / stats.finite_pairs)
+            res.gross_ref = stats.gross_ref
     if i is not None:
         o, r = element(i)
         unwritten = poisonable and _bits(o) == _bits(_dt.poison_pattern(dtype)) != _bits(r)
@@ -344,6 +350,8 @@ def host_compare_stats(out: np.ndarray, ref: np.ndarray, dtype: str, atol: float
             st.max_rel = float(np.where(fin, rel, 0.0).max())
             st.sum_sq_diff = float(np.sum(diff[fin] ** 2))
             st.sum_sq_ref = float(np.sum(r[fin] ** 2))
+            gross = fin & (diff > GROSS_REL * ar)
+            st.gross_ref = float(ar[gross].max()) if gross.any() else 0.0
     return st
 
 
@@ -359,13 +367,13 @@ def host_argmax(out: np.ndarray, ref: np.ndarray, dtype: str, mode: int, target:
 
 
 def host_compare(name: str, out: np.ndarray, ref: np.ndarray, dtype: str, atol: float, rtol: float,
-                 poisonable: bool = True) -> OutputCheck:
+                 poisonable: bool = True, rel_rms: float | None = None) -> OutputCheck:
     """GpuOps.compare in NumPy."""
     out, ref = np.ascontiguousarray(out).reshape(-1), np.ascontiguousarray(ref).reshape(-1)
     st = host_compare_stats(out, ref, dtype, atol, rtol, poisonable)
     return finish(name, int(out.size), dtype, st, poisonable,
                   lambda mode, target: host_argmax(out, ref, dtype, mode, target),
-                  lambda i: (out[i:i + 1], ref[i:i + 1]))
+                  lambda i: (out[i:i + 1], ref[i:i + 1]), atol=atol, rel_rms=rel_rms)
 
 
 # ------------------------------------------------------------------------ build
@@ -390,7 +398,7 @@ def cubin_for(arch: str, cache_dir: Path | None = None) -> Path:
 
 _R_WORDS = 16
 (_R_UNWRITTEN, _R_NAN, _R_INF, _R_MISMATCHED, _R_FAST_FAIL, _R_FINITE_PAIRS, _R_FIRST_BAD, _R_ARGMAX,
- _R_MAX_ABS, _R_MAX_REL, _R_MAX_ABS_W, _R_MAX_REL_W, _R_SUM_SQ_DIFF, _R_SUM_SQ_REF, _R_DIFF_BYTES) = range(15)
+ _R_MAX_ABS, _R_MAX_REL, _R_MAX_ABS_W, _R_MAX_REL_W, _R_SUM_SQ_DIFF, _R_SUM_SQ_REF, _R_DIFF_BYTES, _R_GROSS_REF) = range(16)
 _NONE = (1 << 64) - 1
 
 
@@ -460,10 +468,10 @@ class GpuOps:
                          int(ptr), n, stream_key(seed, stream_id), a, b, lo, rng)
 
     def compare(self, out_ptr, ref_ptr, n: int, dtype: str, atol: float, rtol: float, poisonable: bool = True,
-                cuda_stream=None, name: str = "") -> OutputCheck:
+                cuda_stream=None, name: str = "", rel_rms: float | None = None) -> OutputCheck:
         """check_output on two device buffers of ``n`` elements of ``dtype``."""
         if n == 0:
-            return OutputCheck(name=name, elements=0)
+            return OutputCheck(name=name, elements=0, atol=float(atol))
         storage = np.dtype(_dt.get(dtype).storage)
         self._reset(cuda_stream)
         self._launch(f"compare_{dtype}", "PPPQddQffi", n, cuda_stream, int(out_ptr), int(ref_ptr), int(self.result), n,
@@ -477,7 +485,8 @@ class GpuOps:
                           first_bad=None if int(w[_R_FIRST_BAD]) == _NONE else int(w[_R_FIRST_BAD]),
                           max_abs=float(f[_R_MAX_ABS]), max_rel=float(f[_R_MAX_REL]),
                           max_abs_w=float(f[_R_MAX_ABS_W]), max_rel_w=float(f[_R_MAX_REL_W]),
-                          sum_sq_diff=float(f[_R_SUM_SQ_DIFF]), sum_sq_ref=float(f[_R_SUM_SQ_REF]))
+                          sum_sq_diff=float(f[_R_SUM_SQ_DIFF]), sum_sq_ref=float(f[_R_SUM_SQ_REF]),
+                          gross_ref=float(f[_R_GROSS_REF]))
         self.last_stats = st
 
         def argmax(mode: int, target: float) -> int:
@@ -495,7 +504,7 @@ class GpuOps:
             self.drv.memcpy_dtoh(r, int(ref_ptr) + i * storage.itemsize)
             return o, r
 
-        return finish(name, n, dtype, st, poisonable, argmax, element)
+        return finish(name, n, dtype, st, poisonable, argmax, element, atol=atol, rel_rms=rel_rms)
 
     def count_differing_bytes(self, a_ptr, b_ptr, nbytes: int, cuda_stream=None) -> int:
         if nbytes == 0:

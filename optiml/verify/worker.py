@@ -126,7 +126,7 @@ def _check_case(spec: TaskSpec, size_index: int, sizes: dict, seed: int, data: C
         if a.role in ("output", "inout"):
             tol = spec.tolerance(a.dtype)
             checks.append(check_output(a.name, out[a.name], ref_out[a.name], a.dtype, tol.atol, tol.rtol,
-                                       poisonable=a.role == "output"))
+                                       poisonable=a.role == "output", rel_rms=tol.rel_rms))
     # the host arrays are never written (launches upload copies), so they are the "before"
     modified = [a.name for a in spec.args if a.role == "input" and not np.array_equal(
         data.arrays[a.name].view(np.uint8), out[a.name].view(np.uint8))]

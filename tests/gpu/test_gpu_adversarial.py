@@ -129,3 +129,24 @@ def test_hang_is_stopped_in_the_candidate(evaluated):
     assert ev.status == "timeout" and "candidate" in ev.message
     assert ev.harness.wall_s < 60
 
+
+
+def test_a_time_past_the_speed_of_light_is_a_finding_that_names_counts(evaluated):
+    ev, _ = evaluated("vadd_overcounted")
+    assert ev.status == "beyond_bound" and ev.median_ms is None
+    sol = ev.speed_of_light
+    assert sol["recheck_status"] == "beyond_bound" and sol["first_ms"] * 1.15 < sol["bound_ms"]
+    assert "[counts]" in ev.message and "verified twice" in ev.message
+    print(f"vadd_overcounted: {ev.message}", file=sys.stderr)
+
+
+def test_small_outputs_pass_the_elementwise_check_and_fail_the_relative_one(evaluated):
+    """The zero-writing softmax at the timing size: every element within atol, the relative error 1."""
+    ev, _ = evaluated("softmax_zeros_long")
+    failed = ev.harness.failed_checks[0]
+    out = failed.outputs[0]
+    assert failed.sizes == {"batch_size": 64, "dim": 262144}
+    assert out.mismatched == 0 and out.rel_l2_err == pytest.approx(1.0) and out.atol_vacuous
+    ok, _ = evaluated("softmax_ok")
+    assert ok.status == "ok" and max(o.rel_l2_err for c in ok.harness.checks for o in c.outputs) < 1e-5
+    assert any("exceeds the reference's RMS" in n for n in ok.harness.notes())

@@ -117,7 +117,8 @@ def device_compare(dev, out, ref, dtype, poisonable=True):
     atol, rtol = TOL.get(dtype, (0.0, 0.0))
     o, r = upload(drv, out), upload(drv, ref)
     try:
-        res = ops.compare(o, r, out.size, dtype, atol, rtol, poisonable, stream, name="c")
+        res = ops.compare(o, r, out.size, dtype, atol, rtol, poisonable, stream, name="c",
+                          rel_rms=_dt.DEFAULT_REL_RMS.get(dtype))
         return res, ops.last_stats
     finally:
         o.free()
@@ -129,7 +130,7 @@ def assert_device_agrees(dev, out, ref, dtype, poisonable=True):
     error figures within 1e-6 (rel_l2: 2e-5 where check_output's fast path sums in float32)."""
     atol, rtol = TOL.get(dtype, (0.0, 0.0))
     got, stats = device_compare(dev, out, ref, dtype, poisonable)
-    want = check_output("c", out, ref, dtype, atol, rtol, poisonable)
+    want = check_output("c", out, ref, dtype, atol, rtol, poisonable, rel_rms=_dt.DEFAULT_REL_RMS.get(dtype))
     fast32 = stats.fast_path and dtype in ("float32", "float16", "bfloat16")
     assert_agrees(got, want, rel_l2_tol=2e-5 if fast32 else 1e-6, err_tol=1e-6)
     return got
@@ -141,7 +142,7 @@ def assert_device_accumulates_the_mirror(dev, out, ref, dtype, poisonable=True):
     _, stats = device_compare(dev, out, ref, dtype, poisonable)
     host = host_compare_stats(out, ref, dtype, atol, rtol, poisonable)
     for f in ("unwritten", "nan", "inf", "mismatched", "fast_fail", "finite_pairs", "first_bad",
-              "max_abs", "max_rel", "max_abs_w", "max_rel_w"):
+              "max_abs", "max_rel", "max_abs_w", "max_rel_w", "gross_ref"):
         assert getattr(stats, f) == getattr(host, f), (f, getattr(stats, f), getattr(host, f))
     for f in ("sum_sq_diff", "sum_sq_ref"):
         assert getattr(stats, f) == pytest.approx(getattr(host, f), rel=1e-9, abs=1e-300), f

@@ -12,7 +12,7 @@ STATUS_COLOURS = {
     Status.OK: "#54a24b",
     Status.SOURCE_ERROR: "#ffbf79", Status.LAUNCH_CONFIG_ERROR: "#f2a65a", Status.COMPILE_ERROR: "#f58518",
     Status.BUILD_TIMEOUT: "#d67a1d", Status.BUILD_LOST: "#b8651b",
-    Status.WRONG_OUTPUT: "#e45756", Status.UNSAFE: "#ff9d98",
+    Status.WRONG_OUTPUT: "#e45756", Status.UNSAFE: "#ff9d98", Status.BEYOND_BOUND: "#b279a2",
     Status.LAUNCH_ERROR: "#d6a5c9", Status.RUNTIME_ERROR: "#b279a2", Status.TIMEOUT: "#7d4f79",
     Status.REFERENCE_ERROR: "#9d755d", Status.HARNESS_ERROR: "#79706e",
     Status.PENDING: "#d8d8d8", Status.RUNNING: "#bab0ac",

@@ -69,6 +69,27 @@ CASES: tuple[AdversarialCase, ...] = (
                     "correct, prints megabytes (the parent keeps a tail)"),
     AdversarialCase("vadd_fast_after_verify", HERE / "vadd_fast_after_verify.cu", "wrong_output", True,
                     "correct for its first 16 launches, idle while timed", time_it=True),
+    # ---- small outputs: at the timing size every softmax value (near 1/dim) is under the default atol, so
+    # the elementwise check alone passes any small answer; the relative check (verify/compare.py) must not
+    AdversarialCase("softmax_ok", HERE / "softmax_ok.cu", "ok", True, "correct row softmax", control=True),
+    AdversarialCase("softmax_zeros_long", HERE / "softmax_zeros_long.cu", "wrong_output", True,
+                    "zeros for rows longer than 100000 (all under atol there)", check="relative"),
+    AdversarialCase("softmax_constant_long", HERE / "softmax_constant_long.cu", "wrong_output", True,
+                    "the constant 1/dim for rows longer than 100000", check="relative"),
+    AdversarialCase("softmax_scaled", HERE / "softmax_scaled.cu", "wrong_output", True,
+                    "the softmax times 1.01 at every size (within atol + rtol |ref| everywhere)", check="relative"),
+    AdversarialCase("softmax_prefix_sum", HERE / "softmax_prefix_sum.cu", "wrong_output", True,
+                    "sums only the first 7/8 of rows longer than 100000", check="relative"),
+    AdversarialCase("softmax_half_read", HERE / "softmax_half_read.cu", "wrong_output", True,
+                    "reads only the first half of rows longer than 100000", check="relative"),
+    AdversarialCase("softmax_half_accum", HERE / "softmax_half_accum.cu", "wrong_output", True,
+                    "a float32 task whose sums accumulate in float16", check="relative"),
+    AdversarialCase("softmax_verify_sizes_only", HERE / "softmax_verify_sizes_only.cu", "wrong_output", True,
+                    "right at the verification sizes only (unnormalised at the timing size)", check="tolerance"),
+    # ---- faster than physics: verified twice, yet past the speed of light (here because [counts] overstate it)
+    AdversarialCase("vadd_overcounted", HERE / "vadd_overcounted.cu", "beyond_bound", True,
+                    "correct, but its [counts] claim 4x the bytes it moves: timed at ~350 % of the speed of light",
+                    time_it=True),
     # ---- safe as well as right (compute-sanitizer), and candidate hygiene
     AdversarialCase("vadd_ok_sanitized", KERNELS / "vadd_ok.cu", "ok", True, "correct, and clean under every tool",
                     control=True, sanitize=True),
