@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A softmax that writes zeros where its outputs are small, against KernelBench level-1 task 23
+# (4096 rows of 393216 floats, every value near 2.5e-6) with the spec `optiml init --kernelbench` drafts.
+# On a GPU machine, from the repository root:
+#
+#     bash bench/adversarial_softmax/run.sh OUTDIR [BUDGET]
+#
+# 1. init --kernelbench drafts the spec from the first kernel (softmax_first.cu);
+# 2. eval of the zero-writing kernel (softmax_zeros.cu) under the drafted spec, and under the same spec
+#    with the old fixed tolerance (atol = rtol = 1e-4, where every value is under atol): both refused;
+# 3. optimize from the first kernel with the zero-writing one as a hand-written seed: never chosen.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:-/tmp/adversarial_softmax}
+BUDGET=${2:-20}
+mkdir -p "$OUT"
+W=$(mktemp -d)
+cp "$HERE/softmax_first.cu" "$HERE/softmax_zeros.cu" "$W/"
+cp "$HERE/../kernelbench_l1/tasks/23_Softmax.py" "$W/task.py"
+cd "$W"
+optiml init softmax_first.cu --kernelbench task.py
+cp softmax_first.toml softmax_zeros.toml
+sed 's/^float32 = {.*/float32 = { atol = 1e-4, rtol = 1e-4 }  # the old fixed draft/' softmax_first.toml > old_tolerance.toml
+cp softmax_first.toml "$OUT/drafted.toml"
+echo "== eval softmax_zeros.cu, the drafted spec"
+optiml eval softmax_zeros.cu; echo "exit $?"
+echo "== eval softmax_zeros.cu, the old fixed tolerance"
+optiml eval softmax_zeros.cu --spec old_tolerance.toml; echo "exit $?"
+echo "== eval softmax_first.cu, the drafted spec"
+optiml eval softmax_first.cu; echo "exit $?"
+echo "== optimize softmax_first.cu --seed-kernel softmax_zeros.cu --budget $BUDGET"
+optiml optimize softmax_first.cu --seed-kernel softmax_zeros.cu --budget "$BUDGET" --proposer rules --no-profile \
+    --db "$OUT/run.db" -o "$OUT/best.cu"; echo "exit $?"
+optiml show 1 --db "$OUT/run.db" | tee "$OUT/show.txt"
+optiml export 1 --db "$OUT/run.db" -o "$OUT/run.csv"
+python3 - "$OUT/run.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+keys = [k for k in ("node_id", "id", "status", "median_ms", "speedup", "edit", "message") if k in rows[0]]
+for r in rows:
+    if r.get("status") != "ok" or "seed" in (r.get("edit") or "").lower():
+        print(" | ".join((r.get(k) or "")[:150] for k in keys))
+PY
+if grep -q "every row longer than 100000\|dim > 100000" "$OUT/best.cu"; then echo "FAIL: the zero-writing kernel was chosen"; else echo "the zero-writing kernel was not chosen"; fi
