@@ -57,6 +57,9 @@ REWARD = ("tests/test_search_reward.py",)
 SEARCH = ("tests/test_search_mcts.py", "tests/test_search_tree.py", "tests/test_search_parallel.py")
 BEST = ("tests/test_best.py", "tests/test_search_mcts.py")
 VERIFY = ("tests/test_compare.py",)
+RELATIVE = ("tests/test_compare_relative.py",)
+JUDGE = ("tests/test_runner_prepare.py",)
+DRAFT = ("tests/test_draft_tolerance.py",)
 TIMING = ("tests/test_timing_stats.py", "tests/test_final_choice.py")
 STORE = ("tests/test_traces_store.py", "tests/test_search_resume_store.py", "tests/test_records_contract.py")
 SPEC = ("tests/test_spec.py", "tests/test_timing_stats.py")
@@ -126,8 +129,8 @@ MUTANTS: list[Mutant] = [
       'modified = [a.name for a in spec.args if a.role == "inout" and', VERIFY, issue=True),
     M("verify", "optiml/verify/compare.py", "if modified_inputs:\n                failed = check",
       "if False:\n                failed = check", VERIFY),
-    M("verify", "optiml/verify/compare.py", 'CHECK_ORDER = ("unwritten", "nan", "inf", "input_modified", "tolerance")',
-      'CHECK_ORDER = ("tolerance", "unwritten", "nan", "inf", "input_modified")', VERIFY),
+    M("verify", "optiml/verify/compare.py", 'CHECK_ORDER = ("unwritten", "nan", "inf", "input_modified", "tolerance", "relative")',
+      'CHECK_ORDER = ("tolerance", "unwritten", "nan", "inf", "input_modified", "relative")', VERIFY),
     M("verify", "optiml/verify/compare.py", "res.inf = int((o_inf & ~(r_inf & (np.sign(o) == np.sign(r)))).sum())",
       "res.inf = int((o_inf & ~r_inf).sum())", VERIFY),
     M("verify", "optiml/verify/compare.py", "bound = atol + rtol * np.abs(r)", "bound = atol + rtol * np.abs(o)", VERIFY),
@@ -138,6 +141,48 @@ MUTANTS: list[Mutant] = [
     M("verify", "optiml/verify/compare.py", " & ~_bytes_equal(ref, np.broadcast_to(poison, ref.shape))", "", VERIFY),
     M("verify", "optiml/verify/compare.py", "ok |= unwritten  # counted above, not twice", "pass", VERIFY),
     M("verify", "optiml/verify/compare.py", "if out.shape != ref.shape:", "if out.size < ref.size:", VERIFY),
+    # -- the relative check, its device mirror, the speed of light, drafted tolerances ---------------
+    M("relative", "optiml/verify/compare.py",
+      "return self.rel_l2_err > self.rel_rms_bound or self.gross_ref >= SIGNIFICANT * self.ref_rms",
+      "return self.rel_l2_err > self.rel_rms_bound", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "return self.rel_l2_err > self.rel_rms_bound or",
+      "return self.rel_l2_err > 10 * self.rel_rms_bound or", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "if self.rel_rms_bound is None or not self.ref_rms > 0:",
+      "if self.rel_rms_bound is None:", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "gross = d64 > GROSS_REL * ar", "gross = d64 > ar", RELATIVE),
+    M("relative", "optiml/verify/compare.py", '("tolerance", self.mismatched), ("relative", int(self.relative_failed))',
+      '("tolerance", self.mismatched)', RELATIVE),
+    M("relative", "optiml/verify/compare.py", "return self.ref_rms > 0 and self.atol > self.ref_rms",
+      "return self.ref_rms > 0 and self.atol < self.ref_rms", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "res.ref_rms = float(np.sqrt(ss_ref / r.size))",
+      "res.ref_rms = float(np.sqrt(ss_ref))", RELATIVE),
+    M("relative", "optiml/verify/compare.py",
+      'rel_rms_bound=None if rel_rms is None or _dt.get(dtype).kind != "float" else float(rel_rms))',
+      'rel_rms_bound=None if rel_rms is None else float(rel_rms))', RELATIVE),
+    M("relative", "optiml/verify/gpu_ops.py", "            res.gross_ref = stats.gross_ref\n", "", RELATIVE),
+    M("relative", "optiml/verify/gpu_ops.py", "gross = fin & (diff > GROSS_REL * ar)", "gross = fin & (diff > ar)", RELATIVE),
+    M("relative", "optiml/verify/gpu_ops.py", "res.ref_rms = math.sqrt(stats.sum_sq_ref / stats.finite_pairs)",
+      "res.ref_rms = math.sqrt(stats.sum_sq_ref)", RELATIVE),
+    M("relative", "optiml/spec/load.py", "if not 0 < rel_rms < 1:", "if not 0 < rel_rms <= 1:", RELATIVE),
+    M("relative", "optiml/spec/load.py", "        rel_rms = _dt.DEFAULT_REL_RMS.get(dname)\n",
+      "        rel_rms = None\n", RELATIVE),
+    M("relative", "optiml/spec/model.py", "return Tolerance(atol, rtol, _dt.DEFAULT_REL_RMS.get(dtype))",
+      "return Tolerance(atol, rtol)", RELATIVE),
+    M("relative", "optiml/runner/judge.py", "hr.timing.median_ms * SOL_MARGIN < bound",
+      "hr.timing.median_ms < bound * SOL_MARGIN", JUDGE),
+    M("relative", "optiml/runner/judge.py", "tols[a.dtype] = Tolerance(min(t.atol, d_atol), min(t.rtol, d_rtol), rel)",
+      "tols[a.dtype] = Tolerance(t.atol, min(t.rtol, d_rtol), rel)", JUDGE),
+    M("relative", "optiml/runner/judge.py", "    again_job = replace(again_job, spec=strict_tolerances(again_job.spec))\n",
+      "", JUDGE),
+    M("relative", "optiml/runner/judge.py", "rel = t.rel_rms if d_rel is None or t.rel_rms is None else min(t.rel_rms, d_rel)",
+      "rel = t.rel_rms", JUDGE),
+    M("relative", "optiml/draft/tolerance.py", "if rms is not None and rms > 0 and 10 * rtol * rms < atol:",
+      "if rms is not None and rms > 0 and 10 * rtol * rms > atol:", DRAFT),
+    M("relative", "optiml/draft/tolerance.py", "grown = 4 * _U_ACC[dtype] * math.sqrt(reduction)",
+      "grown = 4 * _U_ACC[dtype] * reduction", DRAFT),
+    M("relative", "optiml/draft/tolerance.py", "alpha = max(-2.0, min(2.0, math.log(r1 / r0) / math.log(p1 / p0)))",
+      "alpha = math.log(r1 / r0) / math.log(p1 / p0)", DRAFT),
+    M("relative", "optiml/draft/tolerance.py", "    p0, r0 = max(lower)", "    p0, r0 = min(lower)", DRAFT),
     # -- timing ------------------------------------------------------------------------------------
     M("timing", "optiml/verify/timing_stats.py", "iqr_ms=float(q75 - q25)", "iqr_ms=float(q90 - q10)", TIMING, issue=True),
     M("timing", "optiml/verify/gpu_timing.py", "if median_ci_rel(samples) <= tcfg.precision:",
@@ -211,7 +256,7 @@ MUTANTS: list[Mutant] = [
     M("edits", "optiml/edits/blocks.py", "if not any(s.strip() for s in search):", "if not search:", EDITS),
 ]
 
-AREAS = ("reward", "search", "best", "verify", "timing", "store", "spec", "edits")
+AREAS = ("reward", "search", "best", "verify", "relative", "timing", "store", "spec", "edits")
 
 
 def copy_repo(src: Path, dst: Path) -> None:

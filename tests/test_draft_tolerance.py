@@ -75,6 +75,8 @@ def test_a_long_reduction_raises_rtol_and_rel_rms_only_past_the_defaults():
 def test_extrapolation_follows_a_power_law_in_the_size():
     # an output whose RMS halves when the size quadruples: RMS ~ size^-1/2
     assert extrapolate_rms([(100, 0.1), (400, 0.05)], 40_000) == pytest.approx(0.005)
+    # the two largest sizes decide: the trend nearest the problem's size
+    assert extrapolate_rms([(10, 1.0), (400, 0.05), (100, 0.1)], 40_000) == pytest.approx(0.005)
     assert extrapolate_rms([(100, 0.0)], 1e6) is None
     assert extrapolate_rms([(100, 0.3)], 1e6) == 0.3              # one size: no trend to follow
     wild = extrapolate_rms([(100, 1.0), (101, 100.0)], 1e4)       # a steep fit is held to size^2

@@ -155,7 +155,6 @@ def format_evaluation(ev, kernel: Path, spec) -> str:
         worst_l2 = max((o.rel_l2_err for c in hr.checks for o in c.outputs), default=0.0)
         lines.append(f"verify    {verdict} on {n} case(s) (seed {ev.seed}): max abs err {worst_abs:.3g}, max rel err "
                      f"{worst_rel:.3g}, relative RMS error {worst_l2:.3g}")
-        lines.extend(f"note      {note}" for note in hr.notes())
     if ev.status != "ok":
         lines.append(f"status    {ev.status}: {ev.message}")
         if hr is not None and hr.log_tail.strip() and (category(ev.status) is Category.CRASH or ev.status == Status.HARNESS_ERROR):
