@@ -6,6 +6,7 @@ passes and refuses (docs/spec.md, "Verification"):
 
     python3 bench/honest_kernels.py OUT.jsonl                      # on a GPU machine
 """
+import argparse
 import json
 import os
 import sys
@@ -58,7 +59,13 @@ def one(job):
 
 
 def main():
-    out_path = sys.argv[1] if len(sys.argv) > 1 else "honest.jsonl"
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", nargs="?", default="honest.jsonl", help="the JSON lines written (default honest.jsonl)")
+    out_path = ap.parse_args().out
+    import shutil
+    if not shutil.which("nvidia-smi"):               # the optiml on the path is the one measured: ask nothing of it
+        raise SystemExit("bench/honest_kernels.py: no GPU was found (nvidia-smi is not on PATH); it verifies "
+                         "kernels on a CUDA GPU, so run it on a GPU machine.")
     todo = jobs()
     counts: dict = {}
     with open(out_path, "w") as out, ThreadPoolExecutor(int(os.environ.get("JOBS", "4"))) as ex:

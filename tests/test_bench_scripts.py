@@ -28,6 +28,7 @@ NO_GPU_RUNS = [
     ["bench/issue25_compiled.py"], ["bench/issue26_gpu.sh"],
     ["bench/final_timing.py", "tests/data/kernels/pair_fast.cu", "tests/data/kernels/pair_slow.cu"],
     ["bench/record_space.py", "examples/transpose_tiled/transpose_tiled.cu", "-o", "x.json"],
+    ["bench/honest_kernels.py", "x.jsonl"],
 ]
 
 
