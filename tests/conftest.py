@@ -24,7 +24,7 @@ def assert_one_sentence_error(r, *fragments):
 def pytest_collection_modifyitems(config, items):
     if gpu_available():
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU and pycuda (run on the device machine: see README)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU and pycuda (run on a GPU machine: see README)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -1,4 +1,4 @@
-"""The spec's [baseline] run (issue 19): a job that verifies and times a Python function on GPU
+"""The spec's [baseline] run: a job that verifies and times a Python function on GPU
 arrays in a kernel's place. What the CPU can check: the runner makes that job from the seed's
 build and never hands it an earlier kernel's evaluation; optimize's record of the baseline from
 the runner's answer; and the worker's timing loop for a function over a FAKE driver (a clock

@@ -1,4 +1,4 @@
-"""Knobs from literals (issue 25, part 1): a launch whose block is one literal, repeated in the
+"""Knobs from literals: a launch whose block is one literal, repeated in the
 kernel's shared arrays, halving reduction strides and block-stride loop steps, becomes one named
 constant the tuning can move; a literal that may mean something else is left alone, saying why.
 Every variant is compiled with nvcc (sm_90), and its launch line is read back."""

@@ -1,4 +1,4 @@
-"""Issue 25's rewrites of reductions and re-reads: accumulate before a block reduction, a
+"""The rewrites of reductions and re-reads: accumulate before a block reduction, a
 warp-shuffle tail for a shared-memory tree, and registers that keep what several loops re-read.
 Each on kernels it must transform (the variant compiles with nvcc for sm_90, and says what it did)
 and kernels it must refuse (saying why where it looked applicable). Whether the variants compute

@@ -1,4 +1,4 @@
-"""Issue 17, a newcomer's first hour: every mistake is one sentence (exit 1, no traceback)."""
+"""A newcomer's first hour: every mistake is one sentence (exit 1, no traceback)."""
 import os
 import re
 import shutil

@@ -1,1 +1,1 @@
-"""Edits: proposers and source transformations (issue 5)."""
+"""Edits: proposers and source transformations."""

@@ -1,4 +1,4 @@
-"""Rewrites of block reductions for the ``rules`` proposer (issue 25): code nobody wrote for tuning.
+"""Rewrites of block reductions for the ``rules`` proposer: code nobody wrote for tuning.
 
 - :func:`accumulate_first`: a block-reduction sum that loads ONE element a thread into shared memory
   (``sh[t] = (i < n) ? x[i] : 0;``) sums many first, in a grid-stride loop in a register, so a few

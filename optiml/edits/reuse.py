@@ -1,4 +1,4 @@
-"""Reads once, not once a pass: :func:`cache_rereads` for the ``rules`` proposer (issue 25).
+"""Reads once, not once a pass: :func:`cache_rereads` for the ``rules`` proposer.
 
 Kernels written pass by pass (a norm's sum of squares then its scaling, a softmax's max, sum and
 write) loop over the same elements several times, and every pass reads them from memory again.

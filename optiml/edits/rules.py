@@ -1,4 +1,4 @@
-"""The ``rules`` proposer: offline, profile-guided, safe source transformations (issue 5, item 7).
+"""The ``rules`` proposer: offline, profile-guided, safe source transformations.
 
 It generates every transform of :mod:`optiml.edits.transforms` for the node, drops those already
 tried from this node, gives each a prior from the node's profile (bank conflicts favour padding,

@@ -116,7 +116,7 @@ class SpaceMoves:
         (lower is better), from a Gaussian process over the value indices (Matern 5/2, one length
         scale chosen by marginal likelihood). A failed point counts as slower than anything
         measured. (The bound explores more than expected improvement did: on the recorded spaces
-        it needs as few evaluations or fewer on five of six; docs/notes.md, session 10.)"""
+        it needs as few evaluations or fewer on five of six; docs/notes.md.)"""
         import numpy as np
 
         ys = [y for _, y in data if y is not None]

@@ -1,4 +1,4 @@
-"""Structural rewrites of the ``rules`` proposer (issue 25) for code nobody wrote for tuning: a
+"""Structural rewrites of the ``rules`` proposer for code nobody wrote for tuning: a
 literal launch block made a knob, thread coarsening of a one-item 1-D kernel, and vectorized loads
 and stores. Each returns (transforms, why not): the reason a rewrite that looked applicable was
 refused, so that the proposer can say it."""

@@ -1,4 +1,4 @@
-"""Search: Monte Carlo tree search over proposed source edits (issue 5)."""
+"""Search: Monte Carlo tree search over proposed source edits."""
 from .mcts import MCTS, Evaluator, SearchConfig
 from .reward import REWARD_VERSION, reward
 from .tree import Node, Observer, RecordingObserver, normalize_source

@@ -1,4 +1,4 @@
-"""Traces: the trajectory store in SQLite (issue 4)."""
+"""Traces: the trajectory store in SQLite."""
 
 # Where the trace database lives; light constants, so the CLI can name them without
 # importing the store (sqlite_utils pulls in pandas).

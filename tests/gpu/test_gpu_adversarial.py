@@ -1,6 +1,6 @@
 """Adversarial kernels on the GPU: every case of tests/data/adversarial/cases.py through the
 pipeline gets its expected status, and after each one a good kernel, evaluated with the same
-builder and the same harness, still verifies (the search goes on). Run on the device machine
+builder and the same harness, still verifies (the search goes on). Run on a GPU machine
 (see README):
 
     source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_adversarial.py -v

@@ -1,4 +1,4 @@
-"""GPU tests of the evaluation pipeline. Run on the device machine (see README):
+"""GPU tests of the evaluation pipeline. Run on a GPU machine (see README):
 
     source .device/install.sh && python3 -m pytest -m gpu tests/gpu -v
 """

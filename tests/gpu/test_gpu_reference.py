@@ -1,6 +1,6 @@
-"""GPU references (issue 21): a spec's ``[reference] torch = ...`` / ``cupy = ...`` is called in the GPU
+"""GPU references: a spec's ``[reference] torch = ...`` / ``cupy = ...`` is called in the GPU
 child with the harness's own buffers as tensors (no host copy) and the comparison stays on the
-GPU. Run on the device machine:
+GPU. Run on a GPU machine:
 
     source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_reference.py -v
 """

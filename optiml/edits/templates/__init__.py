@@ -1,4 +1,4 @@
-"""Operation templates (issue 26): recognise what a kernel computes, and offer a tuned template of the
+"""Operation templates: recognise what a kernel computes, and offer a tuned template of the
 same operation behind the user's own entry signature.
 
 The recognition is a hypothesis: every candidate built from it is verified against the user's

@@ -1,4 +1,4 @@
-"""Flat operations (issue 26): elementwise and broadcast maps, and full reductions into one value,
+"""Flat operations: elementwise and broadcast maps, and full reductions into one value,
 recognised from a kernel that handles one element ``i`` of ``[0, n)`` at a time and run by a tuned
 template behind the user's own entry signature.
 

@@ -1,4 +1,4 @@
-"""Row-wise operations (issue 26): softmax, log-softmax, RMSNorm, LayerNorm and whatever else reduces
+"""Row-wise operations: softmax, log-softmax, RMSNorm, LayerNorm and whatever else reduces
 one dimension of an array and maps its elements with the results, recognised from the kernel as a
 *program* over one row and run by a tuned template behind the user's own entry signature.
 

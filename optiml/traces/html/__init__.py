@@ -1,4 +1,4 @@
-"""``optiml report``: one self-contained HTML page per stored run (issue 20).
+"""``optiml report``: one self-contained HTML page per stored run.
 
 :func:`report_data` gathers what the page shows from the trace store alone; :func:`render_report`
 turns it into the page (Jinja2, with Vega-Lite and Vega inlined: no network needed to view it)."""

@@ -74,7 +74,7 @@ def _verify_facts(e: dict) -> str:
 
 
 def _limits(final: dict) -> dict:
-    """How far from the limit, when the run stored it (issue 19's ``speed_of_light`` and ``baseline``
+    """How far from the limit, when the run stored it (the ``speed_of_light`` and ``baseline``
     in the final figure), in :mod:`optiml.traces.limits`'s words, as ``show`` says it."""
     out = {}
     sol = final.get("speed_of_light") or {}
