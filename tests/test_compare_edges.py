@@ -1,4 +1,4 @@
-"""Edges of the output comparison that mutants of verify/compare.py slipped through (issue 27):
+"""Edges of the output comparison that mutants of verify/compare.py slipped through:
 the sign of an Inf, the tolerance measured from the reference, an Inf in the reference, poison
 counted once, and the order in which a case's failures are reported."""
 import numpy as np
@@ -86,7 +86,7 @@ def test_a_root_found_unsafe_is_never_the_best():
     assert m.root.status == "ok" and m.best() is None
 
 
-# -- the other survivors of bench/mutants.py: the spec's checks, the store's, and poison in a reference
+# -- the other survivors of bench/mutants/mutants.py: the spec's checks, the store's, and poison in a reference
 import pytest  # noqa: E402
 
 from optiml.errors import SpecError  # noqa: E402

@@ -1,4 +1,4 @@
-"""Issue 26's flat templates: a kernel that handles one element ``i`` at a time is read as a
+"""The flat templates: a kernel that handles one element ``i`` at a time is read as a
 per-element program (elements, outputs, gathers, an atomic) and offered the elementwise or the
 full-reduction template; kernels that are something else are not, or are refused with the reason;
 the templates compile behind the user's signature at points covering their spaces (nvcc here)."""
@@ -195,7 +195,7 @@ def test_one_element_a_thread_kernels_are_read_as_per_element_programs(name, sou
 
 
 REFUSED = [
-    ("a block tree", (BENCH / "issue25" / "block_sum.cu").read_text().replace("block_sum(", "k("), SUM,
+    ("a block tree", (BENCH / "templates" / "rewrites" / "block_sum.cu").read_text().replace("block_sum(", "k("), SUM,
      "threads cooperate outside the per-element code"),
     ("a write elsewhere", ONE.format("if (i < n) y[i + 1] = x[i];"), N, "a write of y at another index"),
     ("an output read elsewhere", ONE.format("if (i < n) y[i] = x[i] + (i > 0 ? y[i - 1] : 0.f);"), N,
@@ -240,7 +240,7 @@ REFUSED = [
                                                                               "y[i] = x[i] * 2.f; }"), N, "macro SKIP_IF"),
     ("a macro that stores", "#define SET_Y(v) y[i] = (v)\n" + ONE.format("if (i < n) { y[i] = x[i]; if (x[i] < 0.f) "
                                                                         "SET_Y(0.f); }"), N, "macro SET_Y"),
-    # a second review's
+    # more kernels that are not per-element programs
     ("a scalar argument changed", "__global__ void k(float *y, unsigned seed, int n) { int i = blockIdx.x * blockDim.x "
      "+ threadIdx.x; if (i < n) { seed ^= i * 2654435761u; y[i] = (seed & 0xffffff) / 16777216.f; } }", N, "changes seed"),
     ("a prelude member changed", ONE.format("if (i < n) { acc.y += x[i]; y[i] = acc.y; }").replace(
@@ -301,7 +301,7 @@ def test_what_is_not_one_element_at_a_time_is_not_recognised(name, source, spec,
 def test_a_gemm_and_a_row_wise_kernel_keep_their_own_templates():
     made, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
     assert {t.edit.split(" (")[0] for t in made} >= {"template gemm_f32_warp"}
-    src, spec = bench("issue25", "softmax_long")
+    src, spec = bench("templates/rewrites", "softmax_long")
     assert [t.edit.split(" (")[0] for t in template_transforms(src, spec.entry, spec)[0]] == ["template row_reduce"]
 
 
@@ -313,7 +313,7 @@ def bench(folder, name):
 
 
 def test_the_rules_offer_the_elementwise_template_at_the_seed_and_tune_its_space_below():
-    src, spec = bench("issue25", "silu")
+    src, spec = bench("templates/rewrites", "silu")
     made, why = template_transforms(src, spec.entry, spec)
     assert why is None and [t.edit for t in made] == ["template elementwise (THREADS 256, VEC 4, ITEMS 2)"]
     assert made[0].rationale.startswith("the kernel computes an elementwise map over n elements: x -> y; optiml's "
@@ -352,7 +352,7 @@ def test_a_full_reduction_is_offered_reduce_all_and_its_grid_is_capped():
 
 
 def test_a_block_tree_sum_is_refused_with_its_reason_for_the_rules_to_show():
-    src, spec = bench("issue25", "block_sum")
+    src, spec = bench("templates/rewrites", "block_sum")
     made, why = template_transforms(src, spec.entry, spec)
     assert made == [] and "threads cooperate" in why
 

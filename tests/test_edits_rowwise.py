@@ -1,4 +1,4 @@
-"""Issue 26's row-wise templates: a kernel that reduces one dimension of X and maps its elements with
+"""The row-wise templates: a kernel that reduces one dimension of X and maps its elements with
 the results is read as a program (statements, reductions, one map), whatever way it spreads a row
 over threads; kernels that are something else are not, or are refused with the reason; the
 templates compile behind the user's signature at points covering their spaces (nvcc here)."""
@@ -122,7 +122,7 @@ __global__ void k(const float *x, float *y, int rows, int cols) {
 
 def bench(name):
     from optiml.spec.load import load_spec
-    cu = next(BENCH.glob(f"issue2[56]/{name}.cu"))
+    cu = next(BENCH.glob(f"templates/*/{name}.cu"))
     src = cu.read_text()
     return src, load_spec(cu.with_suffix(".toml"), cu, kernel_source=src)
 

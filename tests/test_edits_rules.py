@@ -231,7 +231,7 @@ def test_a_kernel_that_cannot_launch_for_its_registers_is_not_proposed():
     tuned up on a register-heavy node is not proposed; a rewrite that failed so from an ancestor is
     not proposed below while the block is as large; launch bounds (ptxas fits the registers) lift both."""
     from pathlib import Path
-    src = (Path(__file__).resolve().parents[1] / "bench" / "issue25" / "softmax_long.cu").read_text()
+    src = (Path(__file__).resolve().parents[1] / "bench" / "templates" / "rewrites" / "softmax_long.cu").read_text()
     rules = RulesProposer(launch=(("rows",), (1024,), 0))
     cache = "cache xr[c] in registers across 3 loops, OPTIML_CACHE_ITEMS = 64"
     fail = Attempt(cache, "launch_config_error", "the kernel uses 145 registers a thread, so a block of 1024 "

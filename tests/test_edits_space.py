@@ -13,7 +13,7 @@ from optiml.spec.space import TuneSpace, apply_point, read_point
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "kernels"
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "search_quality"))
 
 
 class Rng:

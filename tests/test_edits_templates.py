@@ -1,4 +1,4 @@
-"""Operation templates (issue 26, first part): GEMM-like kernels recognised from the spec and the source
+"""Operation templates, the GEMM-like ones: kernels recognised from the spec and the source
 (kernels it must recognise, kernels it must not, with the reason where one looked close), gemm_f32
 instantiated behind the user's signature for every point of its default space and compiled with
 nvcc, built through the runner with its own launch, and offered by the rules at the seed only.
@@ -467,7 +467,7 @@ def test_optimize_offers_the_hopper_template_only_on_a_hopper_gpu():
 
     from optiml.app.optimize import make_proposer
     from optiml.spec.load import load_spec
-    kernel = Path(__file__).resolve().parents[1] / "bench" / "issue26" / "hgemm.cu"
+    kernel = Path(__file__).resolve().parents[1] / "bench" / "templates" / "operations" / "hgemm.cu"
     src = kernel.read_text()
     spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
     offered = {arch: [t.edit.split(" (")[0] for t in make_proposer("rules", None, None, 1.0, spec, source=src,

@@ -1,12 +1,14 @@
-"""The KernelBench level-1 first kernels (bench/kernelbench_l1): what optiml offers each must not
-regress. On an H100 every offer below verified against its task (bench/kernelbench_l1/check.py
---gpu, 2026-11-27); here, recognition only."""
+"""The KernelBench level-1 first kernels (bench/kernelbench/level1): what optiml offers each must not
+regress. On an H100 every offer below verified against its task (bench/kernelbench/level1/check.py
+--gpu, 2026-11-27); here, recognition only (the specs' references written first, as check.py writes
+them)."""
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "kernelbench_l1"))
+CORPUS = Path(__file__).resolve().parents[1] / "bench" / "kernelbench" / "level1"
+sys.path.insert(0, str(CORPUS))
 
 OFFERED = {
     "elu": "elementwise",
@@ -75,9 +77,11 @@ def test_every_refusal_has_a_reason_and_none_is_a_crash(offers):
 def test_the_matmuls_are_read_with_their_operands_layouts(name, layouts):
     """Task 1 is square: its shapes allow either layout of each operand, and a wrong one (once the
     case) makes a template every point of which fails."""
+    import check
     from optiml.edits.templates import recognize_gemm
     from optiml.spec import load_spec
-    cu = Path(__file__).resolve().parents[1] / "bench" / "kernelbench_l1" / "k" / f"{name}.cu"
+    check.write_references([name])
+    cu = CORPUS / "k" / f"{name}.cu"
     src = cu.read_text()
     spec = load_spec(cu.with_suffix(".toml"), cu, kernel_source=src)
     g, why = recognize_gemm(src, spec.entry, spec)

@@ -1,4 +1,4 @@
-"""Tests written for mutants of bench/mutants.py that the suite let through."""
+"""Tests written for mutants of bench/mutants/mutants.py that the suite let through."""
 import numpy as np
 import pytest
 

@@ -1,5 +1,5 @@
-"""Issue 27: one test for each bug that was planted by hand and let through by the CPU suite.
-Each was seen failing against its planted bug (bench/mutants.py plants them again)."""
+"""One test for each bug that was planted by hand and let through by the CPU suite.
+Each was seen failing against its planted bug (bench/mutants/mutants.py plants them again)."""
 import math
 import random
 from types import SimpleNamespace

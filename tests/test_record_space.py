@@ -1,5 +1,6 @@
-"""The examples' declared tuning spaces and ``bench/record_space.py``, which records one (no GPU here:
-its dry run builds every point; its recording runs through the real runner with a scripted harness)."""
+"""The examples' declared tuning spaces and ``bench/search_quality/record_space.py``, which records
+one (no GPU here: its dry run builds every point; its recording runs through the real runner with a
+scripted harness)."""
 import importlib.util
 import itertools
 import json
@@ -20,7 +21,7 @@ from optiml.verify.harness import HarnessResult, TimingResult
 from tests.conftest import EXAMPLES, ROOT
 from tests.fakes import FakeHarness
 
-SCRIPT = ROOT / "bench" / "record_space.py"
+SCRIPT = ROOT / "bench" / "search_quality" / "record_space.py"
 NEW_SPACES = {"stencil2d", "sgemm_regblock", "transpose_tiled", "softmax_tuned"}
 
 
@@ -127,13 +128,13 @@ def test_a_recording_has_one_row_per_point_with_the_runners_status_and_median(tm
     points = points[:6]           # TILE 8 and 16, PAD 0 and 1
     out = tmp_path / "spaces" / "t.json"
     args = SimpleNamespace(kernel=kernel, output=out, name=None, gpu=0, jobs=2, timeout=60.0)
-    monkeypatch.setattr(sys, "argv", [str(ROOT / "bench" / "record_space.py"), str(kernel), "-o", str(out)])
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), str(kernel), "-o", str(out)])
     assert mod.record(args, "sm_90", source, spec, points, total, harness_factory=lambda d: TimedByTheTile()) == 0
     doc = json.loads(out.read_text())
     assert doc["format"] == "optiml-space/1" and doc["name"] == "transpose_tiled" and doc["entry"] == "transpose_tiled"
     assert doc["kernel"] == "examples/transpose_tiled/transpose_tiled.cu"
     assert doc["spec"] == "examples/transpose_tiled/transpose_tiled.toml"
-    assert doc["gpu"] == "Scripted GPU" and re.fullmatch(r"\d{4}-\d\d-\d\d", doc["recorded"]) and doc["command"].startswith("python3 bench/record_space.py ")
+    assert doc["gpu"] == "Scripted GPU" and re.fullmatch(r"\d{4}-\d\d-\d\d", doc["recorded"]) and doc["command"].startswith("python3 bench/search_quality/record_space.py ")
     assert list(doc["tune_params"]) == ["TILE", "ROWS_PER_THREAD", "PAD"]
     assert doc["tune_params"]["ROWS_PER_THREAD"] == [1, 2, 4, 8, 16, 32]
     assert doc["restrictions"] == list(spec.tune.restrictions)

@@ -86,8 +86,8 @@ def test_report_of_the_recorded_h100_run(tmp_path):
 
 
 def test_report_of_a_recorded_generate_run_is_over_the_slowest_strategy(tmp_path):
-    """An H100 run of optiml generate (scripted server, bench/issue22_gpu.sh): its root is the
-    description, not a kernel, so speedups are over the slowest verified strategy (node 2), as
+    """An H100 run of optiml generate (scripted server, bench/generate/scripted_generate.sh): its root
+    is the description, not a kernel, so speedups are over the slowest verified strategy (node 2), as
     its final figure is timed."""
     db = tmp_path / "g.db"
     shutil.copy(DATA / "traces" / "h100_generate_softmax_rows.db", db)

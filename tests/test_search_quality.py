@@ -1,6 +1,6 @@
-"""bench/search_quality.py and bench/kt_replay.py on the CPU: the metrics on hand-made traces, Kernel
-Tuner's simulation mode over a small synthetic space (tests/data/spaces/synthetic_small.json), and
-the table end to end."""
+"""bench/search_quality/against_kernel_tuner.py and kt_replay.py on the CPU: the metrics on hand-made
+traces, Kernel Tuner's simulation mode over a small synthetic space
+(tests/data/spaces/synthetic_small.json), and the table end to end."""
 import json
 import math
 import subprocess
@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import DATA, ROOT
 
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "search_quality"))
 
-import search_quality as sq  # noqa: E402
+import against_kernel_tuner as sq  # noqa: E402
 
 SPACE_FILE = DATA / "spaces" / "synthetic_small.json"
 SPACE = json.loads(SPACE_FILE.read_text())
@@ -113,8 +113,9 @@ def test_bayes_opt_skipfail_keeps_failures_out_of_its_model():
 # ----------------------------------------------------------------------------- the command
 def test_search_quality_table_on_the_synthetic_space():
     pytest.importorskip("kernel_tuner")
-    r = subprocess.run([sys.executable, str(ROOT / "bench" / "search_quality.py"), str(SPACE_FILE), "--seeds", "2",
-                        "--budgets", "10,30", "--markdown"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    script = ROOT / "bench" / "search_quality" / "against_kernel_tuner.py"
+    r = subprocess.run([sys.executable, str(script), str(SPACE_FILE), "--seeds", "2", "--budgets", "10,30",
+                        "--markdown"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     assert "synthetic_small: 68 valid points (62 ok) of 80, optimum 1 ms" in r.stdout
@@ -133,8 +134,8 @@ def test_search_quality_table_on_the_synthetic_space():
 
 def test_search_quality_without_kernel_tuner_is_one_sentence():
     code = ("import runpy, sys; sys.modules['kernel_tuner'] = None; "
-            f"sys.argv = ['search_quality.py', {str(SPACE_FILE)!r}]; "
-            f"runpy.run_path({str(ROOT / 'bench' / 'search_quality.py')!r}, run_name='__main__')")
+            f"sys.argv = ['against_kernel_tuner.py', {str(SPACE_FILE)!r}]; "
+            f"runpy.run_path({str(ROOT / 'bench' / 'search_quality' / 'against_kernel_tuner.py')!r}, run_name='__main__')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 1, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()

@@ -1,4 +1,4 @@
-"""Issue 26's Jinja2 templates (row_reduce, col_reduce, elementwise, reduce_all) run on the CPU against
+"""The Jinja2 templates (row_reduce, col_reduce, elementwise, reduce_all) run on the CPU against
 the first kernels they replace, at small sizes of each kernel's spec: tests/host_emulation.py compiles
 both as C++ and runs every thread of the grid, threads that cooperate for real (barriers of the
 block and of each warp, shuffles, shared memory, atomics), under AddressSanitizer. A FAKE GPU for
@@ -6,6 +6,7 @@ semantics only: it shows that a template computes the kernel's outputs within th
 and touches no memory outside the arrays; it says nothing of speed or of the GPU's own behaviour."""
 import math
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,10 @@ def _agree(spec, want, got, what):
 
 
 def _spec(folder, name):
+    if folder == "kernelbench/level1/k":        # the spec's reference is generated: write it first
+        sys.path.insert(0, str(BENCH / "kernelbench" / "level1"))
+        import check
+        check.write_references([name])
     k = BENCH / folder / f"{name}.cu"
     src = k.read_text()
     return src, load_spec(k.with_suffix(".toml"), k, kernel_source=src)
@@ -58,22 +63,22 @@ def _spec(folder, name):
 # first kernel, the sizes it runs at here (longer rows than a small point's registers); logsoftmax_warp
 # is left out: its literal grid of 1056 blocks of 256 cooperating threads takes 70 s to emulate
 ROWS = [
-    ("issue25", "softmax_long", {"rows": 2, "cols": 1001}),
-    ("issue25", "rmsnorm_strided", {"batch": 2, "features": 7, "spatial": 333}),
-    ("issue26", "layernorm_rows", {"rows": 3, "cols": 601}),
+    ("templates/rewrites", "softmax_long", {"rows": 2, "cols": 1001}),
+    ("templates/rewrites", "rmsnorm_strided", {"batch": 2, "features": 7, "spatial": 333}),
+    ("templates/operations", "layernorm_rows", {"rows": 3, "cols": 601}),
     # rows that every vector width divides (a tail vector past the last thread's first): at offset 0 every
     # array moves as vectors (the template's wide program), at offset 1 element by element
-    ("issue25", "softmax_long", {"rows": 2, "cols": 1032}),
-    ("issue26", "layernorm_rows", {"rows": 3, "cols": 1032}),
+    ("templates/rewrites", "softmax_long", {"rows": 2, "cols": 1032}),
+    ("templates/operations", "layernorm_rows", {"rows": 3, "cols": 1032}),
     # thread 0 folds the warps' partials into shared scalars; the row streams past the registers
-    ("issue26", "softmax_kb", {"rows": 2, "cols": 1032}),
-    ("issue26", "softmax_kb", {"rows": 2, "cols": 1001}),
+    ("templates/operations", "softmax_kb", {"rows": 2, "cols": 1032}),
+    ("templates/operations", "softmax_kb", {"rows": 2, "cols": 1001}),
     # a thread a row, its max seeded from the row's first element (KernelBench 23 as often written)
-    ("kernelbench_l1/k", "softmax_thread", {"batch_size": 3, "dim": 1001}),
+    ("kernelbench/level1/k", "softmax_thread", {"batch_size": 3, "dim": 1001}),
     # the first warp shuffling the warps' partials, thread 0 writing a shared norm (KernelBench 39)
-    ("kernelbench_l1/k", "l2norm", {"batch_size": 2, "dim": 1001}),
+    ("kernelbench/level1/k", "l2norm", {"batch_size": 2, "dim": 1001}),
     # a row of three trailing dimensions, its length an argument (KernelBench 40), a weight and bias alike
-    ("kernelbench_l1/k", "layernorm_onepass", {"batch_size": 2, "features": 3, "dim1": 5, "dim2": 67}),
+    ("kernelbench/level1/k", "layernorm_onepass", {"batch_size": 2, "features": 3, "dim1": 5, "dim2": 67}),
 ]
 
 
@@ -99,7 +104,7 @@ def test_the_fp32_gemm_template_computes_the_linear_layer(tmp_path):
     bias + ReLU first kernel, at sizes no tile divides, at its start and the space's first and last
     points (the tensor-core templates need the GPU's own instructions: not emulated)."""
     from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm
-    src, spec = _spec("issue26", "linear_relu")
+    src, spec = _spec("templates/operations", "linear_relu")
     g, why = recognize_gemm(src, spec.entry, spec)
     assert g is not None, why
     t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f32_warp")
@@ -111,9 +116,9 @@ def test_the_fp32_gemm_template_computes_the_linear_layer(tmp_path):
 
 
 FLATS = [
-    ("issue25", "silu", {"n": 1003}),
-    ("issue26", "bias_gelu", {"rows": 7, "cols": 149}),
-    ("issue26", "mse_loss", {"n": 2051}),
+    ("templates/rewrites", "silu", {"n": 1003}),
+    ("templates/operations", "bias_gelu", {"rows": 7, "cols": 149}),
+    ("templates/operations", "mse_loss", {"n": 2051}),
 ]
 
 

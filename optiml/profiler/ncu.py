@@ -170,7 +170,7 @@ class NcuProfiler:
         Two GPUs do not profile twice as fast: measured on two H200s, two ncu processes on two
         GPUs each take ~1.85x as long per launch as one alone (the driver's kernel-mode share of
         the work grows to match), with one lock file or two, each target seeing one GPU or both
-        (``bench/ncu_two_gpus.sh``)."""
+        (``bench/throughput/ncu_two_gpus.sh``)."""
         if not jobs:
             return []
         if self.ncu is None:

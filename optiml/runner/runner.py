@@ -19,7 +19,8 @@ GPU to itself: timing, and the candidates' launches under ncu (whose start-up, b
 the lock, overlaps the other work). A job lends the lock while it computes on the host only (the
 spec's Python reference); for such specs each device has a second worker, which takes the GPU
 meanwhile. Profiling does not scale across the GPUs of one host: measured on two H200s, two
-batches on two GPUs at once each take ~1.85x as long as one alone (``bench/ncu_two_gpus.sh``).
+batches on two GPUs at once each take ~1.85x as long as one alone
+(``bench/throughput/ncu_two_gpus.sh``).
 
 Sequential evaluation is the same runner with one slot (:meth:`Runner.one_slot`: one build
 thread, one device, one worker, batches of one). Failures are statuses; an exception in a stage

@@ -265,10 +265,10 @@ class SanitizeStage:
       most :data:`SHARE` of the time, counting the one it would start (so a short search
       sanitizes only its final best): each sanitization costs the search more than its own
       time, since compute-sanitizer's processes slow ncu down beside them
-      (``bench/sanitize_interference.py``: +44 % for the four tools at once on an H100). One that
-      a faster one has overtaken by its turn is not sanitized (its ``sanitize`` stays None): the
-      best is what must be sanitized, and whoever picks a final best (:meth:`hurry` first)
-      sanitizes it if it was not.
+      (``bench/sanitizer/sanitize_interference.py``: +44 % for the four tools at once on an H100).
+      One that a faster one has overtaken by its turn is not sanitized (its ``sanitize`` stays
+      None): the best is what must be sanitized, and whoever picks a final best (:meth:`hurry`
+      first) sanitizes it if it was not.
     * ``all``: every verified candidate, before its result is given out (on the CPU pool).
     * ``asked``: only those submitted with ``sanitize=True``. In every mode, ``sanitize=True``
       is always sanitized (in the background in ``best`` mode: :meth:`Runner.evaluate` waits for

@@ -1,7 +1,7 @@
-"""Issue 25's structural rewrites on the GPU: every variant the rewrites make of the first kernels in
-bench/issue25 (one at a time, and the reduction ones chained) verifies against the reference at
-the specs' odd sizes, and those that claim speed are faster than the kernel they rewrote. Run on
-the device machine:
+"""The structural rewrites on the GPU: every variant the rewrites make of the first kernels in
+bench/templates/rewrites (one at a time, and the reduction ones chained) verifies against the
+reference at the specs' odd sizes, and those that claim speed are faster than the kernel they
+rewrote. Run on a GPU machine:
 
     source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_rewrites.py -v
 """
@@ -18,7 +18,7 @@ from optiml.verify.harness import SubprocessHarness
 
 pytestmark = pytest.mark.gpu
 
-TASKS = Path(__file__).resolve().parents[2] / "bench" / "issue25"
+TASKS = Path(__file__).resolve().parents[2] / "bench" / "templates" / "rewrites"
 
 
 def runner_for(tmp_path, task: str):

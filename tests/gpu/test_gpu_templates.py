@@ -1,7 +1,7 @@
-"""Issue 26's GEMM templates on the GPU: instantiated behind a first kernel of bench/issue26 (the fp32
-ones behind an nn.Linear + bias + ReLU, the tensor-core one behind an fp16 GEMM), every point of
-each one's default space verifies against the reference at the spec's odd sizes (M, N, K not
-multiples of any tile). Run on the device machine:
+"""The GEMM templates on the GPU: instantiated behind a first kernel of bench/templates/operations
+(the fp32 ones behind an nn.Linear + bias + ReLU, the tensor-core one behind an fp16 GEMM), every
+point of each one's default space verifies against the reference at the spec's odd sizes (M, N, K
+not multiples of any tile). Run on a GPU machine:
 
     source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_templates.py -v
 """
@@ -20,7 +20,7 @@ from optiml.verify.worker_client import WorkerHarness
 
 pytestmark = pytest.mark.gpu
 
-TASKS = Path(__file__).resolve().parents[2] / "bench" / "issue26"
+TASKS = Path(__file__).resolve().parents[2] / "bench" / "templates" / "operations"
 KERNEL_OF = {"float32": TASKS / "linear_relu.cu", "float16": TASKS / "hgemm.cu"}   # a first kernel per dtype
 
 
@@ -96,9 +96,9 @@ def test_the_tensor_core_templates_verify_for_the_other_operand_layouts(tmp_path
     assert not bad, bad[:3]
 
 
-ROW_KERNELS = {   # first kernels whose row-wise program the row templates run (bench/issue25 and issue26)
-    "softmax_long": TASKS.parent / "issue25" / "softmax_long.cu",
-    "rmsnorm_strided": TASKS.parent / "issue25" / "rmsnorm_strided.cu",
+ROW_KERNELS = {   # first kernels whose row-wise program the row templates run (bench/templates/rewrites and operations)
+    "softmax_long": TASKS.parent / "rewrites" / "softmax_long.cu",
+    "rmsnorm_strided": TASKS.parent / "rewrites" / "rmsnorm_strided.cu",
     "layernorm_rows": TASKS / "layernorm_rows.cu",
     "logsoftmax_warp": TASKS / "logsoftmax_warp.cu",
     "rmsnorm_half": TASKS / "rmsnorm_half.cu",
@@ -108,7 +108,7 @@ ROW_KERNELS = {   # first kernels whose row-wise program the row templates run (
 
 @pytest.mark.parametrize("name", sorted(ROW_KERNELS))
 def test_the_row_templates_verify_behind_each_row_wise_first_kernel(tmp_path, name):
-    """Every point of the template's default space behind the two issue-25 kernels (one of each
+    """Every point of the template's default space behind the two rewrites kernels (one of each
     layout); the start point and the space's first and last points behind the others. The specs'
     verify sizes include rows longer than any point's registers and sizes no vector divides."""
     from optiml.edits.templates.rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
@@ -118,7 +118,7 @@ def test_the_row_templates_verify_behind_each_row_wise_first_kernel(tmp_path, na
     op, why = recognize_rowwise(src, spec.entry, spec)
     assert op is not None, why
     t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
-    points = t.points() if kernel.parent.name == "issue25" else [t.start_for(op), t.points()[0], t.points()[-1]]
+    points = t.points() if kernel.parent.name == "rewrites" else [t.start_for(op), t.points()[0], t.points()[-1]]
     prep = Preparer(spec, src, NvccBuilder(detect_arch(), cache_dir=tmp_path / "c"), include_dir=kernel.parent)
     with Runner(standard_stages(prep), (0,), harness_factory=lambda d: WorkerHarness(d, timeout_s=300),
                 build_workers=os.cpu_count(), workers_per_gpu=1) as runner:
@@ -129,7 +129,7 @@ def test_the_row_templates_verify_behind_each_row_wise_first_kernel(tmp_path, na
 
 
 FLAT_KERNELS = {
-    "silu": TASKS.parent / "issue25" / "silu.cu",
+    "silu": TASKS.parent / "rewrites" / "silu.cu",
     "bias_gelu": TASKS / "bias_gelu.cu",
     "mse_loss": TASKS / "mse_loss.cu",
 }

@@ -1,6 +1,6 @@
 """The adversarial cases: kernels that try to fool or break the evaluation pipeline, each with
 the status the pipeline must give it. One table for tests/test_adversarial_cpu.py,
-tests/gpu/test_gpu_adversarial.py and bench/adversarial.py.
+tests/gpu/test_gpu_adversarial.py and bench/adversarial/run_cases.py.
 
 Importable as ``tests.data.adversarial.cases`` from the repository root (pytest puts it on
 sys.path; the bench script inserts it).

@@ -1,0 +1,34 @@
+// Row softmax for KernelBench level-1 task 23 (bench/kernelbench/level1/tasks/23_Softmax.py): y = softmax(x, dim=1), x is
+// batch_size x dim float32. A straightforward first kernel: one block per row, three passes over
+// the row (max, sum of exponentials, normalise), each reduced through shared memory.
+#define BLOCK 256
+
+__global__ void softmax_kernel(const float *x, float *y, int batch_size, int dim) {
+  __shared__ float red[BLOCK];
+  int row = blockIdx.x;
+  const float *xr = x + (size_t)row * dim;
+  float *yr = y + (size_t)row * dim;
+
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < dim; c += BLOCK) m = fmaxf(m, xr[c]);
+  red[threadIdx.x] = m;
+  __syncthreads();
+  for (int s = BLOCK / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+    __syncthreads();
+  }
+  m = red[0];
+  __syncthreads();
+
+  float sum = 0.0f;
+  for (int c = threadIdx.x; c < dim; c += BLOCK) sum += expf(xr[c] - m);
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  for (int s = BLOCK / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  float inv = 1.0f / red[0];
+
+  for (int c = threadIdx.x; c < dim; c += BLOCK) yr[c] = expf(xr[c] - m) * inv;
+}

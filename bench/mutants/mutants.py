@@ -1,0 +1,384 @@
+"""A small mutation check: does the CPU suite fail when the code is wrong?
+
+Each mutant is one realistic change (a flipped comparison, a dropped guard, an off-by-one, a
+wrong key): a file, a snippet that occurs exactly once in it, its replacement, the area and the
+tests that should notice. The repository's files (tracked and untracked, not ignored, as they are
+on disk) are copied to a temporary folder; each mutant is applied there in turn, its tests run with
+PYTHONPATH set to the copy (``pytest -x -q``, a per-mutant timeout, which counts as killed), and
+the file is restored. A mutant whose snippet is not found exactly once is reported as an error
+(the code moved on: update the mutant). Before mutating, the tests are run once on the unmutated
+copy; they must pass. No GPU is needed: the tests named are CPU tests.
+
+    python3 bench/mutants/mutants.py                 # all mutants, a table of killed/total per area
+    python3 bench/mutants/mutants.py --area reward   # one area
+    python3 bench/mutants/mutants.py --list          # the mutants, not run
+    python3 bench/mutants/mutants.py --planted       # only the planted bugs
+    python3 bench/mutants/mutants.py -j 2            # two copies, two mutants at a time
+
+The 21 planted bugs are marked ``planted=True``; tests/test_planted_bugs.py holds a test for each;
+tests/test_mutants_survivors.py and tests/test_compare_edges.py the tests written for mutants that survived the suite.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Queue
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # bench/: common.py
+from common import ROOT as REPO  # noqa: E402
+
+PLANTED = ("tests/test_planted_bugs.py", "tests/test_mutants_survivors.py",
+           "tests/test_compare_edges.py")   # run with every mutant
+
+
+@dataclass(frozen=True)
+class Mutant:
+    area: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    planted: bool = False          # one of the 21 planted bugs
+
+    @property
+    def name(self) -> str:
+        first = next((s.strip() for s in self.old.split("\n") if s.strip()), "")
+        return f"{self.file}: {first[:60]}"
+
+
+# the tests of each area (PLANTED is added to every mutant's)
+REWARD = ("tests/test_search_reward.py",)
+SEARCH = ("tests/test_search_mcts.py", "tests/test_search_tree.py", "tests/test_search_parallel.py")
+BEST = ("tests/test_best.py", "tests/test_search_mcts.py")
+VERIFY = ("tests/test_compare.py",)
+RELATIVE = ("tests/test_compare_relative.py",)
+JUDGE = ("tests/test_runner_prepare.py",)
+DRAFT = ("tests/test_draft_tolerance.py",)
+TIMING = ("tests/test_timing_stats.py", "tests/test_final_choice.py")
+STORE = ("tests/test_traces_store.py", "tests/test_search_resume_store.py", "tests/test_records_contract.py")
+SPEC = ("tests/test_spec.py", "tests/test_timing_stats.py")
+EDITS = ("tests/test_edits_blocks.py", "tests/test_edits_llm.py")
+PAD = ("tests/test_edits_rules.py::test_no_padding_without_conflicts_and_padding_first_with_them",)
+
+
+def M(area, file, old, new, tests, planted=False) -> Mutant:
+    return Mutant(area, file, old, new, tuple(tests), planted)
+
+
+MUTANTS: list[Mutant] = [
+    # -- reward -----------------------------------------------------------------------------------
+    M("reward", "optiml/search/reward.py", "if not median or median <= 0 or not root_ms or root_ms <= 0:",
+      "if not median or median <= 0:", REWARD, planted=True),
+    M("reward", "optiml/search/reward.py", "not isinstance(value, (int, float)) or math.isnan(value):",
+      "not isinstance(value, (int, float)):", REWARD, planted=True),
+    M("reward", "optiml/search/reward.py", "return min(max(float(value) / scale, 0.0), 1.0)",
+      "return max(float(value) / scale, 0.0)", REWARD, planted=True),
+    M("reward", "optiml/search/reward.py", "total -= METRIC_WEIGHT * conflicts", "total += METRIC_WEIGHT * conflicts", REWARD),
+    M("reward", "optiml/search/reward.py", "total += METRIC_WEIGHT * max(sol)", "total += METRIC_WEIGHT * min(sol)", REWARD),
+    M("reward", "optiml/search/reward.py", "cheap = kind in (Category.BUILD_FAILURE, Category.NOT_EVALUATED)",
+      "cheap = kind in (Category.BUILD_FAILURE,)", REWARD),
+    M("reward", "optiml/search/reward.py", "r = math.log(root_ms / median)", "r = math.log(median / root_ms)", REWARD),
+    M("reward", "optiml/search/reward.py", "if parent_ms and median > parent_ms *", "if parent_ms and median < parent_ms *", REWARD),
+    M("reward", "optiml/search/reward.py", "r -= REGRESSION_PENALTY", "r += REGRESSION_PENALTY", REWARD),
+    M("reward", "optiml/search/reward.py", "return BUILD_FAILURE_REWARD if cheap else RUNTIME_FAILURE_REWARD",
+      "return RUNTIME_FAILURE_REWARD if cheap else BUILD_FAILURE_REWARD", REWARD),
+    M("reward", "optiml/search/reward.py", "(1.0 + 2.0 * max(parent_spread or 0.0, 0.0))",
+      "(1.0 + 2.0 * (parent_spread or 0.0))", REWARD),
+    # -- search (mcts, tree) ----------------------------------------------------------------------
+    M("search", "optiml/search/mcts.py", "elif (same := self._keys.get(node_key(p.source, p.flags))) is not None:",
+      "elif (same := self._keys.get(node_key(p.source, ()))) is not None:", SEARCH, planted=True),
+    M("search", "optiml/search/mcts.py", "node.exhausted = node.fruitless >= self.config.max_fruitless",
+      "node.exhausted = node.fruitless > self.config.max_fruitless", SEARCH, planted=True),
+    M("search", "optiml/search/mcts.py", "sqrt_n = math.sqrt(max(node.visits + node.inflight, 1))",
+      "sqrt_n = math.sqrt(max(node.visits, 1))", SEARCH, planted=True),
+    M("search", "optiml/search/mcts.py", "sqrt_n / (1 + c.visits + c.inflight)", "sqrt_n / (1 + c.visits)", SEARCH),
+    M("search", "optiml/search/mcts.py", "return max(choice, key=puct)", "return min(choice, key=puct)", SEARCH),
+    M("search", "optiml/search/mcts.py", "        else:\n            node.fruitless = 0\n",
+      "        else:\n            pass\n", SEARCH),
+    M("search", "optiml/search/mcts.py", "and n.median_ms and not n.unsafe]", "and n.median_ms]", SEARCH),
+    M("search", "optiml/search/mcts.py", "self.evaluations + len(inflight) < budget", "self.evaluations < budget", SEARCH),
+    M("search", "optiml/search/mcts.py", "node.exhausted = node.fruitless >= config.max_fruitless",
+      "node.exhausted = False", SEARCH),
+    M("search", "optiml/search/mcts.py", "k = max(1, node.widening_limit(self.config.k_w, self.config.alpha) - len(node.children))",
+      "k = max(1, node.widening_limit(self.config.k_w, self.config.alpha))", SEARCH),
+    M("search", "optiml/search/tree.py", "max(self.visits + self.inflight, 1) ** alpha", "max(self.visits, 1) ** alpha", SEARCH),
+    M("search", "optiml/search/tree.py", "return self.value_sum / self.visits if self.visits else 0.0",
+      "return self.value_sum if self.visits else 0.0", SEARCH),
+    M("search", "optiml/search/tree.py", 'if s.startswith("//"):\n            return ""',
+      'if s.startswith("//"):\n            return s', SEARCH),
+    M("search", "optiml/search/tree.py", "return normalize_source(source), tuple(flags)",
+      "return source, tuple(flags)", SEARCH),
+    # -- best -------------------------------------------------------------------------------------
+    M("best", "optiml/best.py", "band = fastest.median_ms * (1 + max(2 * spread, MIN_BAND))",
+      "band = fastest.median_ms * (1 + 2 * spread)", BEST),
+    M("best", "optiml/best.py", "key=lambda c: (c.edits, c.median_ms, c.order))",
+      "key=lambda c: (c.median_ms, c.edits, c.order))", BEST),
+    M("best", "optiml/best.py", "return [c for c in ok if c.median_ms <= band]",
+      "return [c for c in ok if c.median_ms <= fastest.median_ms]", BEST),
+    M("best", "optiml/best.py", "key=lambda c: (c.median_ms, c.order))", "key=lambda c: (c.order, c.median_ms))", BEST),
+    M("best", "optiml/best.py", "spread = fastest.spread if isinstance(fastest.spread, (int, float)) else DEFAULT_SPREAD",
+      "spread = fastest.spread if isinstance(fastest.spread, (int, float)) else 0.0", BEST),
+    # -- verification ------------------------------------------------------------------------------
+    M("verify", "optiml/verify/worker.py", 'modified = [a.name for a in spec.args if a.role == "input" and',
+      'modified = [a.name for a in spec.args if a.role == "inout" and', VERIFY, planted=True),
+    M("verify", "optiml/verify/compare.py", "if modified_inputs:\n                failed = check",
+      "if False:\n                failed = check", VERIFY),
+    M("verify", "optiml/verify/compare.py", 'CHECK_ORDER = ("unwritten", "nan", "inf", "input_modified", "tolerance", "relative")',
+      'CHECK_ORDER = ("tolerance", "unwritten", "nan", "inf", "input_modified", "relative")', VERIFY),
+    M("verify", "optiml/verify/compare.py", "res.inf = int((o_inf & ~(r_inf & (np.sign(o) == np.sign(r)))).sum())",
+      "res.inf = int((o_inf & ~r_inf).sum())", VERIFY),
+    M("verify", "optiml/verify/compare.py", "bound = atol + rtol * np.abs(r)", "bound = atol + rtol * np.abs(o)", VERIFY),
+    M("verify", "optiml/verify/compare.py", "if not np.isfinite(ar).all() or not (diff <= atol + rtol * ar).all():",
+      "if not (diff <= atol + rtol * ar).all():", VERIFY),
+    M("verify", "optiml/verify/compare.py", "res.nan = int((o_nan & ~r_nan & ~unwritten).sum())",
+      "res.nan = int((o_nan & ~unwritten).sum())", VERIFY),
+    M("verify", "optiml/verify/compare.py", " & ~_bytes_equal(ref, np.broadcast_to(poison, ref.shape))", "", VERIFY),
+    M("verify", "optiml/verify/compare.py", "ok |= unwritten  # counted above, not twice", "pass", VERIFY),
+    M("verify", "optiml/verify/compare.py", "if out.shape != ref.shape:", "if out.size < ref.size:", VERIFY),
+    # -- the relative check, its device mirror, the speed of light, drafted tolerances ---------------
+    M("relative", "optiml/verify/compare.py",
+      "return self.rel_l2_err > self.rel_rms_bound or self.gross_ref >= SIGNIFICANT * self.ref_rms",
+      "return self.rel_l2_err > self.rel_rms_bound", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "return self.rel_l2_err > self.rel_rms_bound or",
+      "return self.rel_l2_err > 10 * self.rel_rms_bound or", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "if self.rel_rms_bound is None or not self.ref_rms > 0:",
+      "if self.rel_rms_bound is None:", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "gross = d64 > GROSS_REL * ar", "gross = d64 > ar", RELATIVE),
+    M("relative", "optiml/verify/compare.py", '("tolerance", self.mismatched), ("relative", int(self.relative_failed))',
+      '("tolerance", self.mismatched)', RELATIVE),
+    M("relative", "optiml/verify/compare.py", "return self.ref_rms > 0 and self.atol > self.ref_rms",
+      "return self.ref_rms > 0 and self.atol < self.ref_rms", RELATIVE),
+    M("relative", "optiml/verify/compare.py", "res.ref_rms = float(np.sqrt(ss_ref / r.size))",
+      "res.ref_rms = float(np.sqrt(ss_ref))", RELATIVE),
+    M("relative", "optiml/verify/compare.py",
+      'rel_rms_bound=None if rel_rms is None or _dt.get(dtype).kind != "float" else float(rel_rms))',
+      'rel_rms_bound=None if rel_rms is None else float(rel_rms))', RELATIVE),
+    M("relative", "optiml/verify/gpu_ops.py", "            res.gross_ref = stats.gross_ref\n", "", RELATIVE),
+    M("relative", "optiml/verify/gpu_ops.py", "gross = fin & (diff > GROSS_REL * ar)", "gross = fin & (diff > ar)", RELATIVE),
+    M("relative", "optiml/verify/gpu_ops.py", "res.ref_rms = math.sqrt(stats.sum_sq_ref / stats.finite_pairs)",
+      "res.ref_rms = math.sqrt(stats.sum_sq_ref)", RELATIVE),
+    M("relative", "optiml/spec/load.py", "if not 0 < rel_rms < 1:", "if not 0 < rel_rms <= 1:", RELATIVE),
+    M("relative", "optiml/spec/load.py", "        rel_rms = _dt.DEFAULT_REL_RMS.get(dname)\n",
+      "        rel_rms = None\n", RELATIVE),
+    M("relative", "optiml/spec/model.py", "return Tolerance(atol, rtol, _dt.DEFAULT_REL_RMS.get(dtype))",
+      "return Tolerance(atol, rtol)", RELATIVE),
+    M("relative", "optiml/runner/judge.py", "hr.timing.median_ms * SOL_MARGIN < bound",
+      "hr.timing.median_ms < bound * SOL_MARGIN", JUDGE),
+    M("relative", "optiml/runner/judge.py", "tols[a.dtype] = Tolerance(min(t.atol, d_atol), min(t.rtol, d_rtol), rel)",
+      "tols[a.dtype] = Tolerance(t.atol, min(t.rtol, d_rtol), rel)", JUDGE),
+    M("relative", "optiml/runner/judge.py", "    again_job = replace(again_job, spec=strict_tolerances(again_job.spec))\n",
+      "", JUDGE),
+    M("relative", "optiml/runner/judge.py", "rel = t.rel_rms if d_rel is None or t.rel_rms is None else min(t.rel_rms, d_rel)",
+      "rel = t.rel_rms", JUDGE),
+    M("relative", "optiml/draft/tolerance.py", "if rms is not None and rms > 0 and 10 * rtol * rms < atol:",
+      "if rms is not None and rms > 0 and 10 * rtol * rms > atol:", DRAFT),
+    M("relative", "optiml/draft/tolerance.py", "grown = 4 * _U_ACC[dtype] * math.sqrt(reduction)",
+      "grown = 4 * _U_ACC[dtype] * reduction", DRAFT),
+    M("relative", "optiml/draft/tolerance.py", "alpha = max(-2.0, min(2.0, math.log(r1 / r0) / math.log(p1 / p0)))",
+      "alpha = math.log(r1 / r0) / math.log(p1 / p0)", DRAFT),
+    M("relative", "optiml/draft/tolerance.py", "    p0, r0 = max(lower)", "    p0, r0 = min(lower)", DRAFT),
+    # -- timing ------------------------------------------------------------------------------------
+    M("timing", "optiml/verify/timing_stats.py", "iqr_ms=float(q75 - q25)", "iqr_ms=float(q90 - q10)", TIMING, planted=True),
+    M("timing", "optiml/verify/gpu_timing.py", "if median_ci_rel(samples) <= tcfg.precision:",
+      "if median_ci_rel(samples[-chunk:]) <= tcfg.precision:", TIMING, planted=True),
+    M("timing", "optiml/verify/timing_stats.py", "return [(round_index + j) % n_kernels for j in range(n_kernels)]",
+      "return list(range(n_kernels))", TIMING, planted=True),
+    M("timing", "optiml/app/optimize.py", "speedup=seed_t.median_ms / chosen_t.median_ms,",
+      "speedup=chosen_t.median_ms / seed_t.median_ms,", TIMING, planted=True),
+    M("timing", "optiml/verify/gpu_timing.py", "chunk = max(tcfg.min_reps, 10)", "chunk = 5", TIMING),
+    # (dropping ``r >= tcfg.min_reps`` from the early stop is equivalent: the chunk is at least
+    #  min_reps and reps never below it, so no check can come before min_reps; not a mutant)
+    M("timing", "optiml/verify/gpu_timing.py", "return samples, blocks, [plan.rounds * w for w in plan.warmup]",
+      "return samples, blocks, list(plan.warmup)", TIMING),
+    M("timing", "optiml/verify/timing_stats.py", "lo = max(0, math.floor(n / 2 - h))", "lo = max(0, math.ceil(n / 2 - h))", TIMING),
+    M("timing", "optiml/verify/timing_stats.py", "return (hi - lo) / 2 / med", "return (hi - lo) / med", TIMING),
+    M("timing", "optiml/verify/timing_stats.py", "math.ceil(aim / e)", "math.ceil(aim * e)", TIMING),
+    M("timing", "optiml/verify/timing_stats.py", "max(1, math.ceil(WARM_MS / e))", "max(0, math.floor(WARM_MS / e))", TIMING),
+    M("timing", "optiml/verify/timing_stats.py", "if rounds <= MIN_ROUNDS or plan.own_ms(est) <= PLAN_MS:",
+      "if plan.own_ms(est) <= PLAN_MS or rounds <= 1:", TIMING),
+    M("timing", "optiml/verify/timing_stats.py", "ratios = [n / d for n, d in pairs]", "ratios = [d / n for n, d in pairs]", TIMING),
+    M("timing", "optiml/app/optimize.py", "interval = ratio_interval(seed_t.blocks_ms, chosen_t.blocks_ms)",
+      "interval = ratio_interval(chosen_t.blocks_ms, seed_t.blocks_ms)", TIMING),
+    M("timing", "optiml/verify/timing_stats.py", "p10_ms=float(q10), p90_ms=float(q90)",
+      "p10_ms=float(q25), p90_ms=float(q75)", TIMING),
+    # -- store -------------------------------------------------------------------------------------
+    M("store", "optiml/traces/store.py", "\" WHERE id = ? AND status = 'pending'\", (os.getpid()",
+      "\" WHERE id = ?\", (os.getpid()", STORE, planted=True),
+    M("store", "optiml/traces/store.py", "\" WHERE id = ? AND status IN ('pending', 'running')\", (status, _now(), node_id))",
+      "\" WHERE id = ?\", (status, _now(), node_id))", STORE, planted=True),
+    M("store", "optiml/app/records.py", 'self.store.finish_node(nid, evaluation, "done" if node.status == Status.OK else "failed")',
+      'self.store.finish_node(nid, evaluation, "done")', STORE, planted=True),
+    M("store", "optiml/traces/store.py", 'return (timing.get("iqr_ms") or 0.0) / timing["median_ms"] if',
+      'return (timing.get("iqr_ms") or 0.0) if', STORE, planted=True),
+    M("store", "optiml/traces/store.py", 'depth = parent["depth"] + 1', 'depth = parent["depth"]', STORE),
+    M("store", "optiml/traces/store.py", 'if r["worker_host"] != here or not _pid_alive(r["worker_pid"])]',
+      'if r["worker_host"] != here]', STORE),
+    M("store", "optiml/traces/store.py", 'if status not in ("done", "failed"):', 'if status not in ("done", "failed", "ok"):', STORE),
+    M("store", "optiml/traces/store.py", 'if unknown or "status" not in evaluation:', "if unknown:", STORE),
+    M("store", "optiml/traces/store.py", "SET status = 'pending', worker_pid = NULL", "SET status = 'failed', worker_pid = NULL", STORE),
+    M("store", "optiml/traces/store.py", 'if ((result.get("sanitize") or {}).get("status")) == "unsafe":',
+      'if ((result.get("sanitize") or {}).get("status")) == "unsafe!":', STORE),
+    M("store", "optiml/traces/store.py", 'if (result or {}).get("spread") is not None:', "if False:", STORE),
+    # -- spec --------------------------------------------------------------------------------------
+    M("spec", "optiml/spec/model.py", "return {**constants, **sizes}", "return {**sizes, **constants}", SPEC, planted=True),
+    M("spec", "optiml/spec/load.py", "if atol < 0 or rtol < 0:", "if atol < 0:", SPEC, planted=True),
+    M("spec", "optiml/spec/load.py", "if len(verify_sizes) < 2:", "if len(verify_sizes) < 1:", SPEC),
+    M("spec", "optiml/spec/load.py", "if set(vs) != set(timing_sizes):", "if not set(vs) <= set(timing_sizes):", SPEC),
+    M("spec", "optiml/spec/load.py", "if not 0 <= timing.precision < 1:", "if not 0 <= timing.precision <= 1:", SPEC),
+    M("spec", "optiml/spec/load.py", "if not 1 <= timing.min_reps <= timing.max_reps:", "if not 1 <= timing.min_reps:", SPEC),
+    M("spec", "optiml/spec/load.py", "        if v <= 0:\n", "        if v < 0:\n", SPEC),
+    M("spec", "optiml/spec/load.py", "if dname not in _dt.DTYPES:", "if dname in ():", SPEC),
+    M("spec", "optiml/spec/model.py", 'if kind != "bool" and not lo <= v <= hi:', 'if kind != "bool" and not lo <= v:', SPEC),
+    # -- edits -------------------------------------------------------------------------------------
+    M("edits", "optiml/edits/blocks.py", '            replace.append(line[1:] if line.startswith(" ") else line)\n',
+      "            pass\n", EDITS, planted=True),
+    M("edits", "optiml/edits/transforms.py", "if not isinstance(v, int) or v < 2 or v & (v - 1):",
+      "if not isinstance(v, int) or v < 2:", PAD, planted=True),
+    M("edits", "optiml/edits/llm.py", 'parsed = parse_answer(_THINK.sub("", answer))', "parsed = parse_answer(answer)",
+      EDITS, planted=True),
+    M("edits", "optiml/edits/llm.py", 're.compile(r"<think>.*?</think>"', 're.compile(r"<think>.*</think>"', EDITS),
+    M("edits", "optiml/edits/blocks.py", "if len(where) > 1:", "if len(where) > 2:", EDITS),
+    M("edits", "optiml/edits/blocks.py", "where = _matches(bare, needle, loose=False) or _matches(bare, needle, loose=True)",
+      "where = _matches(bare, needle, loose=False)", EDITS),
+    M("edits", "optiml/edits/blocks.py", "    if out == source:\n", "    if out is None:\n", EDITS),
+    M("edits", "optiml/edits/blocks.py", "for i in range(len(hay) - n + 1)", "for i in range(len(hay) - n)", EDITS),
+    M("edits", "optiml/edits/blocks.py", "if new and not last_eol:", "if new:", EDITS),
+    M("edits", "optiml/edits/blocks.py", '        elif line.startswith("-"):\n            search.append(line[1:])',
+      '        elif line.startswith("-"):\n            search.append(line)', EDITS),
+    M("edits", "optiml/edits/llm.py", 'if finish == "length":', 'if finish == "stop":', EDITS),
+    M("edits", "optiml/edits/transforms.py", '[(last.end_byte, last.end_byte, " + 1")]', '[(last.end_byte, last.end_byte, " + 2")]', PAD),
+    M("edits", "optiml/edits/blocks.py", "if not any(s.strip() for s in search):", "if not search:", EDITS),
+]
+
+AREAS = ("reward", "search", "best", "verify", "relative", "timing", "store", "spec", "edits")
+
+
+def copy_repo(src: Path, dst: Path) -> None:
+    """The repository's tracked and untracked (not ignored) files, as on disk, into ``dst``."""
+    out = subprocess.run(["git", "-C", str(src), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         check=True, capture_output=True).stdout.decode()
+    for rel in filter(None, out.split("\0")):
+        s = src / rel
+        if not s.is_file():
+            continue
+        d = dst / rel
+        d.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(s, d)
+
+
+def pytest(copy: Path, tests, timeout: float) -> tuple[str, float, str]:
+    """(outcome, seconds, output tail): 'passed', 'failed', 'timeout' or 'error' (nothing collected)."""
+    env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - t0, ""
+    tail = (p.stdout + p.stderr)[-1500:]
+    outcome = {0: "passed", 1: "failed"}.get(p.returncode, "error")
+    return outcome, time.monotonic() - t0, tail
+
+
+def run_mutant(copy: Path, m: Mutant, timeout: float) -> tuple[str, float]:
+    """'killed', 'survived' or 'error: ...' (snippet not found once, tests could not run)."""
+    path = copy / m.file
+    text = path.read_text()
+    count = text.count(m.old)
+    if count != 1:
+        return f"error: snippet found {count} times", 0.0
+    try:
+        path.write_text(text.replace(m.old, m.new))
+        outcome, secs, tail = pytest(copy, (*m.tests, *PLANTED), timeout)
+    finally:
+        path.write_text(text)
+    if outcome in ("failed", "timeout"):
+        return "killed", secs
+    if outcome == "passed":
+        return "survived", secs
+    return f"error: pytest ({tail.strip().splitlines()[-1] if tail.strip() else 'no output'})", secs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Apply each mutant to a copy of the repository and run its CPU tests; "
+                                             "print killed/total per area and the survivors (no GPU needed).")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--area", choices=AREAS, action="append", help="only this area (may be repeated)")
+    ap.add_argument("--planted", action="store_true", help="only the 21 planted bugs")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant's tests (a timeout is a kill)")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at once, each in a copy of its own")
+    ap.add_argument("--skip-baseline", action="store_true", help="do not run the unmutated tests first")
+    ap.add_argument("--repo", type=Path, default=REPO, help="the repository to copy (default: this script's)")
+    args = ap.parse_args(argv)
+
+    mutants = [m for m in MUTANTS if (not args.area or m.area in args.area) and (m.planted or not args.planted)]
+    if args.list:
+        for i, m in enumerate(mutants, 1):
+            print(f"{i:3d} {m.area:7s} {'*' if m.planted else ' '} {m.name}  ->  {m.new.strip()[:50]!r}")
+        print(f"{len(mutants)} mutants (* = the planted bugs)")
+        return 0
+    if not mutants:
+        print("no mutants selected")
+        return 1
+
+    with tempfile.TemporaryDirectory(prefix="optiml-mutants-") as tmp:
+        copies = [Path(tmp) / f"copy{i}" for i in range(max(1, args.jobs))]
+        for c in copies:
+            copy_repo(args.repo, c)
+        tests = sorted({t for m in mutants for t in m.tests} | set(PLANTED))
+        if not args.skip_baseline:
+            outcome, secs, tail = pytest(copies[0], tests, max(args.timeout, 600.0))
+            if outcome != "passed":
+                print(f"the unmutated tests do not pass ({outcome}):\n{tail}", file=sys.stderr)
+                return 2
+            print(f"unmutated: {len(tests)} test files pass in {secs:.0f} s; {len(mutants)} mutants", flush=True)
+        free: Queue = Queue()
+        for c in copies:
+            free.put(c)
+        lock = threading.Lock()
+        results: dict[int, tuple[str, float]] = {}
+
+        def one(i: int) -> None:
+            copy = free.get()
+            try:
+                res = run_mutant(copy, mutants[i], args.timeout)
+            finally:
+                free.put(copy)
+            with lock:
+                results[i] = res
+                print(f"[{len(results):3d}/{len(mutants)}] {res[0]:8s} {res[1]:5.1f} s  {mutants[i].area:7s} "
+                      f"{mutants[i].name}", flush=True)
+
+        with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+            list(pool.map(one, range(len(mutants))))
+
+    print(f"\n{'area':8s} {'killed':>6s} {'total':>6s} {'score':>6s}")
+    ok = True
+    for area in AREAS:
+        idx = [i for i, m in enumerate(mutants) if m.area == area]
+        if not idx:
+            continue
+        killed = sum(results[i][0] == "killed" for i in idx)
+        print(f"{area:8s} {killed:6d} {len(idx):6d} {100 * killed / len(idx):5.0f}%")
+        ok &= killed / len(idx) >= 0.9
+    total = sum(r[0] == "killed" for r in results.values())
+    print(f"{'all':8s} {total:6d} {len(mutants):6d} {100 * total / len(mutants):5.0f}%")
+    bad = [(mutants[i], r[0]) for i, r in sorted(results.items()) if r[0] != "killed"]
+    if bad:
+        print("\nnot killed:")
+        for m, outcome in bad:
+            print(f"  {outcome:8s} {m.area:7s} {m.name}  ->  {m.new.strip()[:60]!r}")
+    return 0 if ok and not any(o.startswith("error") for _, o in bad) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
