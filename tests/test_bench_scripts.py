@@ -29,6 +29,7 @@ NO_GPU_RUNS = [
     ["bench/throughput/candidates_per_minute.py"], ["bench/throughput/candidates_per_minute.py", "--arch", "sm_90"],
     ["bench/throughput/parallel_quality.py"], ["bench/throughput/parallel_quality.py", "--arch", "sm_90"],
     ["bench/throughput/ncu_two_gpus.sh"], ["bench/throughput/ncu_two_gpus.sh", "--arch", "sm_90"],
+    ["bench/throughput/cluster_two_gpus.sh", "out"],
     ["bench/throughput/gpu_reference.sh"],
     ["bench/timing/event_loop_check.py", "examples/transpose_naive/transpose_naive.cu"],
     ["bench/timing/event_loop_check.py", "examples/transpose_naive/transpose_naive.cu", "--arch", "sm_90"],
@@ -62,3 +63,10 @@ def test_bench_script_without_a_gpu_is_one_sentence(argv, tmp_path):
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "no GPU was found" in lines[0], r.stderr[-2000:]
+
+
+def test_the_adversarial_cases_that_need_no_gpu_run_without_one():
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "adversarial" / "run_cases.py"), "--cpu-only"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "missed 0" in r.stdout and "Traceback" not in r.stderr, r.stdout[-1000:]

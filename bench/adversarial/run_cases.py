@@ -21,12 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # bench/: common.py
 import common  # noqa: E402,F401  (puts this checkout first on sys.path: optiml and tests/)
 
-from optiml.verify.harness import HarnessResult  # noqa: E402
+from optiml.verify.harness import HarnessBase, HarnessResult  # noqa: E402
 from tests.conftest import gpu_available  # noqa: E402  (one definition of "a GPU is here")
 from tests.data.adversarial import cases as adv  # noqa: E402
 
 
-class NoGpuHarness:
+class NoGpuHarness(HarnessBase):
     """Stands in for the GPU harness on a machine without one: a CPU case that reaches it was
     not stopped at the build, and gets harness_error (so it is counted as missed)."""
 

@@ -3,7 +3,7 @@ pipeline gets its expected status, and after each one a good kernel, evaluated w
 builder and the same harness, still verifies (the search goes on). Run on a GPU machine
 (see README):
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_adversarial.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_adversarial.py -v
 """
 import re
 import sys

@@ -2,7 +2,7 @@
 script, once from its kernel file and spec, once from the source and NumPy arrays with a Python
 reference; and optiml.evaluate of the arrays' task.
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu -v
+    python3 -m pytest -m gpu tests/gpu -v
 """
 import numpy as np
 import pytest

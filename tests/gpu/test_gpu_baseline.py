@@ -1,7 +1,7 @@
 """The spec's [baseline] on the GPU: a torch function verified against the reference and
 timed as a kernel is. Run on a GPU machine:
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_baseline.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_baseline.py -v
 """
 import pytest
 

@@ -1,8 +1,8 @@
 """optiml calibrate on the GPU: every figure in a plausible range for the device, and the copy
-kernel within 10 % of a plain device-to-device memcpy loop timed in the same child. Run on the
-device machine (see README):
+kernel within 10 % of a plain device-to-device memcpy loop timed in the same child. Run on a GPU
+machine (see README):
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_calibrate.py -v -s
+    python3 -m pytest -m gpu tests/gpu/test_gpu_calibrate.py -v -s
 """
 import json
 

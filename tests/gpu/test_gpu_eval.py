@@ -1,6 +1,6 @@
 """GPU tests of the evaluation pipeline. Run on a GPU machine (see README):
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu -v
+    python3 -m pytest -m gpu tests/gpu -v
 """
 import subprocess
 import sys

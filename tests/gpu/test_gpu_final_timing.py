@@ -1,7 +1,7 @@
 """GPU tests of optimize's final timing: kernels timed interleaved in blocks. Run on the device
 machine (see README):
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_final_timing.py -v -s
+    python3 -m pytest -m gpu tests/gpu/test_gpu_final_timing.py -v -s
 
 The pair: tests/data/kernels/pair_fast.cu (a memory-bound vector add, ~0.05-0.1 ms) and
 pair_slow.cu (the same result after a long FMA chain, ~150-200x slower), like a fast candidate

@@ -2,7 +2,7 @@
 which the rest of the GPU suite never takes: the same statuses as the device path through the one
 verification loop, with a seed reference and with a Python reference.
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_host_path.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_host_path.py -v
 """
 import pytest
 

@@ -1,7 +1,7 @@
 """gpu_ops on the GPU: the device fill is host_fill bit for bit, the device compare is
 check_output's verdict, differs() sees one changed byte. Run on a GPU machine (see README):
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_ops_device.py -v -s
+    python3 -m pytest -m gpu tests/gpu/test_gpu_ops_device.py -v -s
 """
 import sys
 import time

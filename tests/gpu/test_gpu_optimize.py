@@ -1,7 +1,7 @@
 """GPU tests of `optiml optimize`: the final interleaved re-timing, a --seed-kernel variant with
 its own launch geometry, and a run killed with SIGKILL that completes with --resume.
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu -v
+    python3 -m pytest -m gpu tests/gpu -v
 """
 import os
 import signal

@@ -2,7 +2,7 @@
 with a Python reference (the worker lends the GPU while it computes it), batches under ncu
 processes started ahead, and nothing left running after close.
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_pool.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_pool.py -v
 """
 import subprocess
 

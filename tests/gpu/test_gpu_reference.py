@@ -2,7 +2,7 @@
 child with the harness's own buffers as tensors (no host copy) and the comparison stays on the
 GPU. Run on a GPU machine:
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_reference.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_reference.py -v
 """
 import shutil
 

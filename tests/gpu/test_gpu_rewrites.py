@@ -3,7 +3,7 @@ bench/templates/rewrites (one at a time, and the reduction ones chained) verifie
 reference at the specs' odd sizes, and those that claim speed are faster than the kernel they
 rewrote. Run on a GPU machine:
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_rewrites.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_rewrites.py -v
 """
 from pathlib import Path
 

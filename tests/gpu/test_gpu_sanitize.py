@@ -1,7 +1,7 @@
 """compute-sanitizer on the GPU: a correct kernel passes every tool; a write one past the end
 (outputs right: it lands in the allocation's slack) and a shared-memory race are unsafe.
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_sanitize.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_sanitize.py -v
 """
 import pytest
 

@@ -3,7 +3,7 @@
 point of each one's default space verifies against the reference at the spec's odd sizes (M, N, K
 not multiples of any tile). Run on a GPU machine:
 
-    source .device/install.sh && python3 -m pytest -m gpu tests/gpu/test_gpu_templates.py -v
+    python3 -m pytest -m gpu tests/gpu/test_gpu_templates.py -v
 """
 import os
 from pathlib import Path
