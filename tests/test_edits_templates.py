@@ -142,6 +142,39 @@ def test_gemms_of_each_layout_and_epilogue_are_recognised(source, spec, layouts,
     assert (g.a_layout, g.b_layout) == layouts and g.epilogue == epilogue
 
 
+LOCAL_EPILOGUE = LINEAR.replace("y[row * N + col] = fmaxf(sum + bias[col], 0.0f);",
+                                "float v = (sum + bias[col]) * scale;\n        if (v < 0.0f) v *= slope;\n"
+                                "        y[row * N + col] = v;").replace("int K)", "int K, float scale, float slope)")
+LOCAL_SPEC = SimpleNamespace(args=LINEAR_SPEC.args + [arg("scale", "scalar", value=2.0), arg("slope", "scalar", value=0.1)])
+
+
+@pytest.mark.parametrize("source, epilogue", [
+    # the multiplier and a LeakyReLU through a local and an if: the if becomes ?:
+    (LOCAL_EPILOGUE, "((((acc + bias[n]) * scale) < 0.0f) ? (((acc + bias[n]) * scale) * (slope)) : ((acc + bias[n]) * scale))"),
+    # if / else, a compound assignment, a second local
+    (LINEAR.replace("y[row * N + col] = fmaxf(sum + bias[col], 0.0f);",
+                    "float v = sum;\n        v += bias[col];\n        float out;\n        if (v > 0.f) { out = v; } else out = 0.f;\n"
+                    "        y[row * N + col] = out;").replace("float out;", "float out = 0.f;"),
+     "((((acc) + (bias[n])) > 0.f) ? (((acc) + (bias[n]))) : (0.f))"),
+])
+def test_an_epilogue_through_locals_and_conditionals_is_folded_into_one_expression(source, epilogue):
+    g, why = recognize_gemm(source, "linear_relu", LOCAL_SPEC)
+    assert why is None and g is not None, why
+    assert g.epilogue == epilogue
+
+
+@pytest.mark.parametrize("tail, reason", [
+    ("float v = sum;\n        if (v < 0.f) y[row * N + col] = 0.f;\n        y[row * N + col] = v;", "no store"),   # a store in a branch
+    ("float v = sum;\n        y[row * N + col] = v;\n        y[row * N + col] = v + 1.f;", "no store"),     # two stores
+    ("float v = sum;\n        if (v > 0.f) y[row * N + col] = v;", "no store"),      # the only store, in a branch
+    ("float v = sum;\n        for (int j = 0; j < 2; j++) v *= 0.5f;\n        y[row * N + col] = v;", "no store"),  # a loop
+])
+def test_an_epilogue_that_does_more_than_compute_one_value_is_not_folded(tail, reason):
+    src = LINEAR.replace("y[row * N + col] = fmaxf(sum + bias[col], 0.0f);", tail)
+    g, why = recognize_gemm(src, "linear_relu", LINEAR_SPEC)
+    assert g is None and reason in why, why
+
+
 @pytest.mark.parametrize("source, spec, reason", [
     ("__global__ void mm(const float* A, float* C, int n) { int i = threadIdx.x; if (i < n) C[i] = 2 * A[i]; }",
      spec_of(arg("A", "input", ("n",)), arg("C", "output", ("n",)), sizes=("n",)), None),

@@ -115,6 +115,22 @@ def test_the_fp32_gemm_template_computes_the_linear_layer(tmp_path):
         _agree(spec, want[0], got[0], ("linear_relu", p))
 
 
+def test_the_fp32_gemm_template_computes_an_epilogue_written_through_locals(tmp_path):
+    """A first kernel that finishes its output in steps (a scaled value in a local, a LeakyReLU by an
+    if) against gemm_f32_warp with that epilogue folded into one expression, at its start point."""
+    from optiml.edits.templates import GEMM_TEMPLATES, instantiate_gemm, recognize_gemm
+    src, spec = _spec("templates/operations", "linear_relu")
+    src = src.replace("y[row * N + col] = fmaxf(sum + bias[col], 0.0f);",
+                      "float v = (sum + bias[col]) * 0.5f;\n        if (v < 0.0f) v *= 0.25f;\n        y[row * N + col] = v;")
+    g, why = recognize_gemm(src, spec.entry, spec)
+    assert g is not None and "?" in g.epilogue, why
+    t = next(t for t in GEMM_TEMPLATES if t.name == "gemm_f32_warp")
+    sizes = {"M": 37, "N": 68, "K": 44}
+    want = _run(tmp_path, "orig", spec, src, sizes, offsets=(0,))
+    got = _run(tmp_path, "t", spec, instantiate_gemm(src, g, t.start, t.name), sizes, offsets=(0,))
+    _agree(spec, want[0], got[0], ("linear_relu through locals", t.start))
+
+
 FLATS = [
     ("templates/rewrites", "silu", {"n": 1003}),
     ("templates/operations", "bias_gelu", {"rows": 7, "cols": 149}),

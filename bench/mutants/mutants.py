@@ -63,6 +63,9 @@ VERIFY = ("tests/test_compare.py",)
 RELATIVE = ("tests/test_compare_relative.py",)
 JUDGE = ("tests/test_runner_prepare.py",)
 DRAFT = ("tests/test_draft_tolerance.py",)
+KB_DRAFT = ("tests/test_kernelbench_draft.py", "tests/test_kernelbench.py")
+EPILOGUE = ("tests/test_edits_templates.py",
+            "tests/test_templates_on_host.py::test_the_fp32_gemm_template_computes_an_epilogue_written_through_locals")
 TIMING = ("tests/test_timing_stats.py", "tests/test_final_choice.py")
 STORE = ("tests/test_traces_store.py", "tests/test_search_resume_store.py", "tests/test_records_contract.py")
 SPEC = ("tests/test_spec.py", "tests/test_timing_stats.py")
@@ -186,6 +189,23 @@ MUTANTS: list[Mutant] = [
     M("relative", "optiml/draft/tolerance.py", "alpha = max(-2.0, min(2.0, math.log(r1 / r0) / math.log(p1 / p0)))",
       "alpha = math.log(r1 / r0) / math.log(p1 / p0)", DRAFT),
     M("relative", "optiml/draft/tolerance.py", "    p0, r0 = max(lower)", "    p0, r0 = min(lower)", DRAFT),
+    # -- KernelBench drafting: the task at reduced sizes, parameters and sizes matched to the kernel
+    M("draft", "optiml/draft/kbtask.py", "            node.value = ast.copy_location(ast.Constant(int(sizes[name])), node.value)\n",
+      "            pass\n", KB_DRAFT),
+    M("draft", "optiml/draft/kbtask.py", "    sys.modules[name] = mod\n", "", KB_DRAFT),
+    M("draft", "optiml/draft/kbtask.py", "if v is not None and v > 0 and not target.startswith(\"_\"):",
+      "if v is not None and not target.startswith(\"_\"):", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "        if score(order) > best_score:", "        if score(order) < best_score:", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "                total += 2 if len(kernel_shapes[name]) == ta.dim() else -3",
+      "                total += 0", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "                out[k] = (d, p.name)", "                pass", KB_DRAFT),
+    M("templates", "optiml/edits/templates/epilogue.py",
+      'env[name] = f"({cond}) ? ({then_env[name]}) : ({else_env[name]})"',
+      'env[name] = f"({cond}) ? ({else_env[name]}) : ({then_env[name]})"', EPILOGUE),
+    M("templates", "optiml/edits/templates/epilogue.py", "and op == \"=\" and not in_branch:", "and op == \"=\":", EPILOGUE),
+    M("templates", "optiml/edits/templates/epilogue.py", "if len(found) == 1 and len(stores) == 1 else None",
+      "if found else None", EPILOGUE),
+    M("templates", "optiml/edits/templates/epilogue.py", "c.start_byte >= loop.end_byte", "c.start_byte >= loop.start_byte", EPILOGUE),
     # -- timing ------------------------------------------------------------------------------------
     M("timing", "optiml/verify/timing_stats.py", "iqr_ms=float(q75 - q25)", "iqr_ms=float(q90 - q10)", TIMING, planted=True),
     M("timing", "optiml/verify/gpu_timing.py", "if median_ci_rel(samples) <= tcfg.precision:",
@@ -259,7 +279,7 @@ MUTANTS: list[Mutant] = [
     M("edits", "optiml/edits/blocks.py", "if not any(s.strip() for s in search):", "if not search:", EDITS),
 ]
 
-AREAS = ("reward", "search", "best", "verify", "relative", "timing", "store", "spec", "edits")
+AREAS = ("reward", "search", "best", "verify", "relative", "draft", "templates", "timing", "store", "spec", "edits")
 
 
 def copy_repo(src: Path, dst: Path) -> None:

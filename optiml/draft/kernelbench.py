@@ -8,6 +8,7 @@ from .. import dtypes as _dt
 from ..errors import SpecError
 from ..source import dtype_of_c_type, index_facts, parse_source
 from ..spec.space import detected
+from .kbtask import load_task, task_sizes
 from .signature import _IDENT, _Geometry, _q
 
 # ------------------------------------------------------------------ optiml init --kernelbench
@@ -32,20 +33,13 @@ def _import_torch():
 
 
 def _load_task(task_path: Path):
-    import importlib.util
-    import sys
-
+    """The task module as written (its own sizes); one sentence for a file that is not a task."""
     if not task_path.is_file():
         raise SpecError(f"{task_path}: no such task file.")
-    spec = importlib.util.spec_from_file_location(f"optiml_kernelbench_{abs(hash(task_path))}", task_path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(task_path.parent))
     try:
-        spec.loader.exec_module(mod)
+        mod = load_task(task_path)
     except Exception as e:      # the user's module: any error is theirs to fix
         raise SpecError(f"{task_path}: importing it failed ({type(e).__name__}: {e}).") from None
-    finally:
-        sys.path.remove(str(task_path.parent))
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(mod, n)]
     if missing:
         raise SpecError(f"{task_path}: a KernelBench task defines Model, get_inputs and get_init_inputs; "
@@ -53,20 +47,15 @@ def _load_task(task_path: Path):
     return mod
 
 
-def _probe(torch, mod, sizes: dict[str, int]):
-    """Run the task at ``sizes``: (inputs, the Model's parameters and buffers, outputs)."""
-    saved = {k: getattr(mod, k) for k in sizes}
-    try:
-        for k, v in sizes.items():
-            setattr(mod, k, v)
-        torch.manual_seed(0)
-        model = mod.Model(*mod.get_init_inputs())
-        inputs = list(mod.get_inputs())
-        with torch.no_grad():
-            out = model(*inputs)
-    finally:
-        for k, v in saved.items():
-            setattr(mod, k, v)
+def _probe(torch, task_path: Path, sizes: dict[str, int]):
+    """Run the task at ``sizes`` (the module executed anew with them, so that what it derives from
+    them follows): (the Model, inputs, its parameters and buffers, outputs)."""
+    mod = load_task(task_path, sizes)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs())
+    inputs = list(mod.get_inputs())
+    with torch.no_grad():
+        out = model(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     return model, inputs, dict(model.state_dict()), outs
 
@@ -123,12 +112,12 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     kern = info.kernel(entry) if entry else (info.kernels[0] if info.kernels else None)
     if kern is None:
         raise SpecError(f"{kernel_path}: no __global__ function {entry or ''} found to match the task's arguments to.")
-    sizes = {k: v for k, v in vars(mod).items() if type(v) is int and not k.startswith("_") and v > 0}
+    sizes = task_sizes(task_path)         # literal integers only: a name computed from others is derived
     probes = None
     for odd in (True, False):
         sa, sb = _reduced(sizes, 128, odd), _reduced(sizes, 32, odd)
         try:
-            probes = (sa, sb, _probe(torch, mod, sa), _probe(torch, mod, sb))
+            probes = (sa, sb, _probe(torch, task_path, sa), _probe(torch, task_path, sb))
             break
         except Exception as e:      # the task may not allow these sizes: try even ones, then give up
             why = f"{type(e).__name__}: {e}"
@@ -156,6 +145,9 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     named = [n for n in sizes if n in used]
     pointers = [p for p in kern.params if p.is_pointer]
     ints = [p for p in kern.params if not p.is_pointer]
+    kernel_shapes = _kernel_shapes(source, kern.name, info, pointers, ints)
+    arrays, dims_of = _match_params(arrays, dims_of, pointers, kernel_shapes)
+    aligned = _aligned_sizes(pointers, ints, kernel_shapes, arrays, dims_of)
     ref_args: dict = {"INPUTS": [], "PARAMS": {}, "OUTPUTS": [], "DIMS": {}, "DTYPES": {}}
 
     lines: list[str] = []
@@ -226,12 +218,17 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
             rename[p.name] = size
         elif isinstance(attr, (int, float)) and not isinstance(attr, bool):
             w(f"value = {attr!r}  # the Model's {p.name}")
+        elif dtype.startswith(("int", "uint")) and p.name in aligned:
+            expr, via = aligned[p.name]
+            w(f"value = {_q(expr)}  # from how the kernel indexes {via}")
+            rename[p.name] = f"({expr})" if "*" in expr else expr
         elif dtype.startswith(("int", "uint")) and _COUNT.fullmatch(p.name) and dims_of:
             count = " * ".join(dims_of[0])
             w(f"value = {_q(count)}  # TODO: read as the element count of {pointers[0].name if pointers else 'the first array'}; check")
             rename[p.name] = f"({count})" if "*" in count else count
         else:
-            w("value = 1  # TODO: no size or Model attribute has this name")
+            w(f"value = 1  # TODO: no size or Model attribute has this name, and no matched array's indexing "
+              f"says which size it is (the task's: {', '.join(named) or 'none'})")
         w("")
     geo = _Geometry([p.name for p in ints], index_facts(source, kern.name), info.constants, detected(source, kern.name))
     for p in pointers:
@@ -274,6 +271,91 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         w(line)
     text = "\n".join(lines) + "\n"
     return text, _reference_text(task_path, spec_path or kernel_path.with_suffix(".toml"), ref_args)
+
+
+# the names people give a Model's parameters in a kernel, by the parameter's own name
+_PARAM_NAMES = {
+    "weight": {"w", "weight", "weights", "wt", "gamma", "g", "scale", "kernel", "mat", "matrix"},
+    "bias": {"b", "bias", "biases", "beta", "shift", "offset"},
+    "running_mean": {"mean", "mu", "running", "rm", "avg"},
+    "running_var": {"var", "variance", "rv", "sigma", "std"},
+}
+
+
+def _kernel_shapes(source, entry, info, pointers, ints) -> dict[str, list[str]]:
+    """Each pointer's shape in the kernel's own integer arguments, where its indexing says it
+    (``w[col * K + k]``: [the extent of col, K]); pointers it says nothing sure of are left out."""
+    geo = _Geometry([p.name for p in ints], index_facts(source, entry), info.constants, detected(source, entry))
+    out = {}
+    for p in pointers:
+        shape, sure = geo.shape(p.name)
+        if sure:
+            out[p.name] = shape
+    return out
+
+
+def _name_score(pointer: str, key: str) -> int:
+    """How well a kernel's pointer name fits a Model parameter's key (``gemm.weight``)."""
+    tokens = {t for t in re.split(r"[_\d]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", pointer).lower()) if t}
+    parts = key.lower().split(".")
+    score = 0
+    if tokens & _PARAM_NAMES.get(parts[-1], {parts[-1]}) or parts[-1] in tokens:
+        score += 3
+    if tokens & set(parts[:-1]):
+        score += 1
+    return score
+
+
+def _match_params(arrays, dims_of, pointers, kernel_shapes):
+    """The task's arrays reordered so that the Model's parameters line up with the kernel's pointers
+    (state_dict order is the default: a kernel's ``w, b`` against ``bias, gemm.weight``): the order
+    whose pointer names fit the parameters' names best and whose ranks agree with how the kernel
+    indexes them, where that is strictly better than the default; inputs and outputs keep theirs."""
+    import itertools
+
+    first = next((i for i, a in enumerate(arrays) if a[0] == "param"), None)
+    if first is None:
+        return arrays, dims_of
+    last = max(i for i, a in enumerate(arrays) if a[0] == "param") + 1
+    block = list(range(first, last))
+    if len(block) < 2 or len(block) > 6 or last > len(pointers):
+        return arrays, dims_of
+
+    def score(order):
+        total = 0
+        for slot, j in zip(block, order):
+            name, (_, key, ta, _) = pointers[slot].name, arrays[j]
+            total += _name_score(name, key)
+            if name in kernel_shapes:
+                total += 2 if len(kernel_shapes[name]) == ta.dim() else -3
+        return total
+
+    best, best_score = tuple(block), score(block)
+    for order in itertools.permutations(block):
+        if score(order) > best_score:
+            best, best_score = order, score(order)
+    if best == tuple(block):
+        return arrays, dims_of
+    arrays, dims_of = list(arrays), list(dims_of)
+    arrays[first:last] = [arrays[j] for j in best]
+    dims_of[first:last] = [dims_of[j] for j in best]
+    return arrays, dims_of
+
+
+def _aligned_sizes(pointers, ints, kernel_shapes, arrays, dims_of) -> dict[str, tuple[str, str]]:
+    """{kernel integer: (the task's size expression, the pointer that says so)}: where the kernel
+    indexes a pointer as [rows, cols] in its own arguments and the task's array there is
+    [batch_size, dim], rows is batch_size and cols is dim (the first pointer that says wins)."""
+    names = {p.name for p in ints}
+    out: dict = {}
+    for i, p in enumerate(pointers[:len(arrays)]):
+        shape = kernel_shapes.get(p.name)
+        if not shape or len(shape) != len(dims_of[i]):
+            continue
+        for k, d in zip(shape, dims_of[i]):
+            if k in names and k not in out and not d.isdigit():
+                out[k] = (d, p.name)
+    return out
 
 
 def _tolerances(arrays, dims_of, sizes: dict, sa: dict, sb: dict, flops: str | None) -> list[str]:
@@ -348,35 +430,27 @@ written by `optiml init --kernelbench`. The spec names it as `torch = ...`: opti
 case's arrays as torch tensors on the GPU (aliasing its own buffers: no copy to the host) by
 keyword; it sets the task's sizes from their shapes, builds the Model from get_init_inputs()
 (seeded), loads its parameters from the tensors, and returns forward's outputs as tensors."""
-import importlib.util
 from pathlib import Path
 
 import torch
 
+from optiml.draft.kbtask import load_task
+
 TASK = Path(__file__).parent / {rel!r}
 {consts}
-_task = None
-
-
-def _module():
-    global _task
-    if _task is None:
-        spec = importlib.util.spec_from_file_location("kernelbench_task", TASK)
-        _task = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_task)
-    return _task
 
 
 def _sized(tensors):
-    """The task module with its sizes set from the tensors' shapes, and the tensors' device."""
-    task = _module()
+    """The task module executed at the sizes the tensors' shapes say (what it derives from them
+    recomputed), and the tensors' device."""
+    sizes = {{}}
     for name, dims in DIMS.items():
         if name in tensors:
             for size, n in zip(dims, tensors[name].shape):
                 if size.isidentifier():
-                    setattr(task, size, int(n))
+                    sizes[size] = int(n)
     arrays = [t for t in tensors.values() if isinstance(t, torch.Tensor)]
-    return task, arrays[0].device
+    return load_task(TASK, sizes), arrays[0].device
 
 
 def _tensor(tensors, name, device):

@@ -19,6 +19,7 @@ from ...source import _walk
 from ..cutree import Transform, _entry_def, _flat, _params, _shared_arrays, _t, _tree
 from ...spec.space import TuneSpace
 from .common import Spaced, place
+from .epilogue import folded_store
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,8 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
                 arr = _t(left.child_by_field_name("argument"))
                 if arr in pointers and re.search(acc_re, _t(n.child_by_field_name("right"))):
                     store = (arr, _t(left.child_by_field_name("indices")).strip()[1:-1], _t(n.child_by_field_name("right")))
+    if store is None:                # the accumulator reaching the store through locals (float v = acc * s; ...)
+        store = folded_store(loop, pointers, acc_re)
     if store is None:
         return None, "not a GEMM: no store of the accumulator after the loop"
     z, ez, epi = store

@@ -1,0 +1,96 @@
+"""`optiml init --kernelbench` on tasks and first kernels written the way people write them: a level-2
+task whose module derives values from its sizes, a kernel whose parameter pointers are not in the
+Model's state_dict order, a kernel whose sizes have names of its own; and the drafted reference and
+baselines run on the CPU (torch.compile included)."""
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from optiml.draft import draft_kernelbench
+from optiml.draft.kbtask import load_task, task_sizes
+from optiml.spec import load_spec
+from tests.test_kernelbench import need_torch
+
+DATA = Path(__file__).parent / "data" / "kernelbench"
+L1_TASKS = Path(__file__).resolve().parents[1] / "bench" / "kernelbench" / "level1" / "tasks"
+
+
+def drafted(tmp_path, task: Path, kernel: Path):
+    """init --kernelbench in a fresh folder: (spec, spec text, the reference module)."""
+    shutil.copy(task, tmp_path / task.name)
+    k = tmp_path / kernel.name
+    shutil.copy(kernel, k)
+    text, ref = draft_kernelbench(tmp_path / task.name, k.read_text(), k)
+    (tmp_path / (k.stem + ".toml")).write_text(text)
+    (tmp_path / (k.stem + "_ref.py")).write_text(ref)
+    spec = load_spec(tmp_path / (k.stem + ".toml"), k)
+    mspec = importlib.util.spec_from_file_location(f"ref_{k.stem}_{abs(hash(tmp_path))}", tmp_path / (k.stem + "_ref.py"))
+    mod = importlib.util.module_from_spec(mspec)
+    mspec.loader.exec_module(mod)
+    return spec, text, mod
+
+
+def test_task_sizes_are_the_literal_integers_and_a_derived_value_follows_them():
+    need_torch()
+    task = DATA / "gemm_bias_relu_task.py"
+    assert task_sizes(task) == {"batch_size": 1024, "in_features": 8192, "out_features": 8192}
+    small = load_task(task, {"batch_size": 3, "in_features": 5, "out_features": 7})
+    assert small.bias_shape == (7,) and small.get_init_inputs() == [5, 7, (7,)]
+    assert load_task(task).bias_shape == (8192,)                     # the module as written, untouched
+    import sys
+    assert sys.modules[small.__name__] is small                        # importable by name (torch.compile)
+
+
+def test_only_positive_literal_integers_are_sizes(tmp_path):
+    t = tmp_path / "t.py"
+    t.write_text("import math\nn = 64\nm = 2 ** 5\nk = n * 2\nseed = 0\nshift = -3\n_private = 9\nfrac = 0.5\n")
+    assert task_sizes(t) == {"n": 64, "m": 32}
+
+
+def test_a_level2_task_with_derived_shapes_drafts_and_its_parameters_meet_their_pointers(tmp_path):
+    torch = need_torch()
+    spec, text, ref = drafted(tmp_path, DATA / "gemm_bias_relu_task.py", DATA / "gemm_bias_relu.cu")
+    args = {a.name: a for a in spec.args}
+    assert args["w"].shape == ("out_features", "in_features") and "gemm.weight" in text
+    assert args["b"].shape == ("out_features",)
+    assert ref.PARAMS == {"w": "gemm.weight", "b": "bias"}
+    assert [args[n].value for n in ("batch_size", "in_features", "out_features")] == \
+        ["batch_size", "in_features", "out_features"]
+    # the reference at a verification size builds the Model there (bias_shape follows out_features)
+    v = spec.verify_sizes[0]
+    B, I, O = v["batch_size"], v["in_features"], v["out_features"]
+    x, w, b = torch.rand(B, I), torch.randn(O, I), torch.randn(O)
+    got = ref.reference(x=x, w=w, b=b, y=torch.empty(B, O), batch_size=B, in_features=I, out_features=O)
+    assert torch.allclose(got, torch.relu(x @ w.T + b), atol=1e-5)
+
+
+def test_parameters_with_uninformative_names_are_matched_by_how_the_kernel_indexes_them(tmp_path):
+    need_torch()
+    src = (DATA / "gemm_bias_relu.cu").read_text().replace("const float* w, const float* b", "const float* p, const float* q")
+    src = src.replace("w[col * in_features + k]", "p[col * in_features + k]").replace("acc += b[col]", "acc += q[col]")
+    k = tmp_path / "k" / "pq.cu"
+    k.parent.mkdir()
+    k.write_text(src)
+    spec, _, ref = drafted(tmp_path, DATA / "gemm_bias_relu_task.py", k)
+    assert ref.PARAMS == {"p": "gemm.weight", "q": "bias"}          # state_dict order is bias first
+
+
+def test_sizes_named_by_the_kernel_are_matched_through_its_indexing(tmp_path):
+    need_torch()
+    spec, text, _ = drafted(tmp_path, L1_TASKS / "23_Softmax.py", DATA / "softmax_rows_cols.cu")
+    args = {a.name: a for a in spec.args}
+    assert (args["rows"].value, args["cols"].value) == ("batch_size", "dim")
+    assert "from how the kernel indexes in" in text and "no size or Model attribute has this name" not in text
+    assert spec.launch.grid == ("batch_size",)
+
+
+def test_the_drafted_baselines_run_eager_and_under_torch_compile_on_the_cpu(tmp_path):
+    torch = need_torch()
+    spec, _, ref = drafted(tmp_path, DATA / "gemm_bias_relu_task.py", DATA / "gemm_bias_relu.cu")
+    B, I, O = 5, 7, 9
+    t = dict(x=torch.rand(B, I), w=torch.randn(O, I), b=torch.randn(O), y=torch.empty(B, O))
+    want = ref.reference(**t)
+    assert torch.allclose(ref.baseline(**t), want, atol=1e-5)
+    assert torch.allclose(ref.baseline_compiled(**t), want, atol=1e-5)
