@@ -1,0 +1,293 @@
+"""KernelBench level-2 first kernels (k/NAME.cu with its hand-checked spec k/NAME.toml; tasks/ holds the
+KernelBench task files, map.txt which task each kernel is for): for each kernel, whether `optiml init
+--kernelbench` drafts a spec (and how many TODO lines it leaves), whether the hand-checked spec loads,
+and which optiml template it is offered, or why none. With --drafts, also each field where the draft
+differs from the hand-checked spec (what init got wrong). With --emulate, each kernel run on the CPU
+emulation (tests/host_emulation.py) at its smallest verify size and compared with the task's Model on
+the same inputs. With --gpu, on a GPU machine, whether each seed and each offered template verifies
+against the task's reference (verify sizes only, no timing).
+
+    python3 bench/kernelbench/level2/check.py [--drafts] [--emulate] [NAME ...]          # CPU
+    python3 bench/kernelbench/level2/check.py --gpu OUT.jsonl [NAME ...]                 # GPU
+
+A spec's reference k/NAME_ref.py (the task's Model's forward) is generated, not kept in git: before
+anything else this writes it as `optiml init --kernelbench` does, from the kernel and its task, beside
+the spec that names it. Where init fails on a task, the spec names k/NAME_hand_ref.py, written by hand
+in the same format and kept.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # bench/: common.py
+import common  # noqa: E402  (puts this checkout's optiml first on sys.path)
+
+HERE = Path(__file__).resolve().parent
+
+
+def tasks() -> dict:
+    """{kernel name: its KernelBench task file}, from map.txt."""
+    out = {}
+    for line in (HERE / "map.txt").read_text().splitlines():
+        if line.strip():
+            name, task = line.split()
+            out[name] = HERE / "tasks" / f"{task}.py"
+    return out
+
+
+def _selected(names, name: str) -> bool:
+    return not names or name in names
+
+
+def _spec_data(name: str) -> dict:
+    return tomllib.loads((HERE / "k" / f"{name}.toml").read_text())
+
+
+def write_references(names=()) -> list:
+    """Write the reference k/NAME_ref.py that NAME's spec names, as `optiml init --kernelbench` writes
+    it for NAME's kernel and task, where it is missing or differs (atomically: tests may ask for it
+    from several processes at once). Returns the files written. A spec naming another file (a
+    reference written by hand) is left alone. A SpecError (no PyTorch, a task init cannot run) is
+    raised as the draft raises it."""
+    from optiml.draft.kernelbench import draft_kernelbench
+    written = []
+    for name, task in tasks().items():
+        if not _selected(names, name):
+            continue
+        spec = HERE / "k" / f"{name}.toml"
+        data = tomllib.loads(spec.read_text())
+        ref_file = data["reference"]["torch"].split(":")[0]
+        if ref_file != f"{name}_ref.py":
+            continue
+        cu = spec.with_suffix(".cu")
+        _, text = draft_kernelbench(task, cu.read_text(), cu, data["kernel"]["entry"], spec)
+        target = spec.with_name(ref_file)
+        if target.is_file() and target.read_text() == text:
+            continue
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, target)
+        written.append(target)
+    return written
+
+
+# ----------------------------------------------------------------------------------- init's drafts
+
+def _fields(data: dict) -> dict:
+    """The fields of a spec that say what the kernel computes and how it runs, flattened."""
+    out = {"sizes.timing": data["sizes"]["timing"], "sizes.verify": data["sizes"]["verify"]}
+    for a in data["args"]:
+        for key in ("dtype", "role", "shape", "value"):
+            if key in a:
+                out[f"{a['name']}.{key}"] = a[key]
+    for key in ("grid", "block", "shared_mem"):
+        v = data["launch"].get(key)
+        out[f"launch.{key}"] = [str(x) for x in v] if isinstance(v, list) else str(v)
+    return out
+
+
+def draft_outcome(name: str, task: Path) -> dict:
+    """What `optiml init --kernelbench` makes of NAME against its task: {"todo": the draft's TODO lines,
+    "diff": [(field, draft's, hand-checked)]} or {"failed": the message}."""
+    from optiml.draft.kernelbench import draft_kernelbench
+    from optiml.errors import UserError
+    cu = HERE / "k" / f"{name}.cu"
+    try:
+        text, _ = draft_kernelbench(task, cu.read_text(), cu, _spec_data(name)["kernel"]["entry"])
+    except UserError as e:
+        return {"failed": str(e).replace(str(HERE) + "/", "")}
+    drafted, hand = _fields(tomllib.loads(text)), _fields(_spec_data(name))
+    diff = [(k, drafted.get(k), hand.get(k)) for k in list(hand) + [k for k in drafted if k not in hand]
+            if drafted.get(k) != hand.get(k)]
+    return {"todo": sum("TODO" in line for line in text.splitlines()), "diff": diff}
+
+
+# ----------------------------------------------------------------------------------- templates
+
+def load(name: str):
+    """(the kernel's source, its hand-checked spec loaded)."""
+    from optiml.spec import load_spec
+    cu = HERE / "k" / f"{name}.cu"
+    src = cu.read_text()
+    return src, load_spec(cu.with_suffix(".toml"), cu, kernel_source=src)
+
+
+def offers(names=()) -> dict:
+    """{kernel name: (template name or None, the candidate's source or the reason)}."""
+    from optiml.edits.templates import template_transforms
+    write_references(names)
+    out = {}
+    for name in tasks():
+        if _selected(names, name):
+            src, spec = load(name)
+            made, why = template_transforms(src, spec.entry, spec)
+            out[name] = (made[0].edit.split()[1], made[0].source) if made else (None, why)
+    return out
+
+
+# ----------------------------------------------------------------------------------- the CPU emulation
+
+def _fill(index: int, n: int, c_type: str) -> list:
+    """The values tests/host_emulation.py fills the ``index``-th array of a kernel with."""
+    salt = 13 * index
+    if c_type in ("float", "double"):
+        return [((j * 37 + 11 + salt) % 101) / 25.0 - 2.0 for j in range(n)]
+    return [(j * 7 + 3 + salt) % 23 - 11 for j in range(n)]
+
+
+def emulate(name: str, tmp: Path, sizes: dict | None = None, source: str | None = None):
+    """Run NAME (or ``source``, a candidate behind NAME's signature) on the CPU emulation at ``sizes``
+    (default: its spec's smallest verify size), threads cooperating for real where the kernel has them
+    cooperate, and compare its outputs with the spec's reference (the task's Model) called on the same
+    inputs with torch on the CPU, under the spec's tolerance. Returns [(output, its OutputCheck)]; an
+    AssertionError with the compiler's or AddressSanitizer's words where it does not build or run. The
+    reference must be written (write_references)."""
+    import importlib.util
+    import re
+
+    import numpy as np
+    import torch
+
+    from optiml import expr
+    from optiml.source import parse_source
+    from optiml.verify.compare import check_output
+    from tests.host_emulation import run_on_host
+
+    src, spec = load(name)
+    if source is not None:                      # its launch line and constants are its own
+        from optiml.spec import load_spec
+        cand = tmp / f"{name}__candidate.cu"
+        cand.write_text(source)
+        src, spec = source, load_spec(HERE / "k" / f"{name}.toml", cand, kernel_source=source)
+    sizes = sizes or min(spec.verify_sizes, key=lambda s: math.prod(s.values()))
+    info = parse_source(src)
+    launch = spec.resolve_launch(sizes, info)
+    env = spec.env(sizes, info.constants)
+    shapes = {a.name: tuple(int(expr.evaluate(str(d), env)) for d in a.shape) for a in spec.args if a.role != "scalar"}
+    scalars = {a.name: spec.scalar_value(a, sizes, info.constants) for a in spec.args if a.role == "scalar"}
+    outs = tuple(a.name for a in spec.args if a.role == "output")
+    cooperate = bool(re.search(r"__syncthreads|__shfl|__shared__|atomic", src))
+    # the emulation's __shared__ is a static array: dynamic shared memory becomes one of the launch's size
+    host_src = re.sub(r"extern\s+__shared__\s+(\w+)\s+(\w+)\s*\[\s*\]",
+                      lambda m: f"__shared__ {m.group(1)} {m.group(2)}[{max(launch.shared_mem, 4) // 4}]", src)
+    lines = run_on_host(tmp, name, host_src, spec.entry, {k: math.prod(v) for k, v in shapes.items()}, scalars,
+                        launch.grid[:2], launch.block[:2], outs, offsets=(0,), threaded=cooperate)[0]
+    arrays = [a for a in spec.args if a.role != "scalar"]
+    c_types = {a.name: ("float" if a.dtype == "float32" else "long long") for a in arrays}
+    got = {}
+    for i, (a, line) in enumerate(zip(arrays, lines)):
+        read = float.fromhex if a.dtype.startswith("float") else int
+        vals = [read(v) for v in line.split()]
+        t = np.array(vals, dtype=a.dtype).reshape(shapes[a.name])
+        if a.role == "inout":                           # zero before each launch on a GPU; here it held the fill
+            t = t - np.array(_fill(i, t.size, c_types[a.name]), dtype=a.dtype).reshape(t.shape)
+        got[a.name] = t
+    mod_spec = importlib.util.spec_from_file_location(f"optiml_ref_{name}", spec.reference.path)
+    ref = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(ref)
+    kwargs = {a.name: torch.from_numpy(got[a.name].copy()) for a in spec.args if a.role == "input"}
+    kwargs.update(scalars)
+    want = getattr(ref, spec.reference.function)(**kwargs)
+    want = want if isinstance(want, tuple) else (want,)
+    out_args = [a for a in spec.args if a.role in ("output", "inout")]
+    checks = []
+    for a, w in zip(out_args, want):
+        tol = spec.tolerance(a.dtype)
+        checks.append((a.name, check_output(a.name, got[a.name].reshape(-1), w.detach().numpy().reshape(-1),
+                                            a.dtype, tol.atol, tol.rtol, rel_rms=tol.rel_rms)))
+    return checks
+
+
+# ----------------------------------------------------------------------------------- the command
+
+def _gpu_spec(name: str) -> Path:
+    """k/NAME.gpu.toml: NAME's spec without the check at the timing size (written, not kept)."""
+    spec = HERE / "k" / f"{name}.toml"
+    text = spec.read_text()
+    if "[verify]" not in text:
+        text += "\n[verify]\ntiming_size = false\n"
+    target = spec.with_name(f"{name}.gpu.toml")
+    target.write_text(text)
+    return target
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--drafts", action="store_true", help="also each field where init's draft differs from the spec")
+    ap.add_argument("--emulate", action="store_true", help="also run each kernel on the CPU emulation against its task")
+    ap.add_argument("--gpu", metavar="OUT", help="also verify each seed and offered template, one JSON line each")
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args()
+    import warnings
+    warnings.filterwarnings("ignore", message="input's size at dim=1 does not match num_features")  # task 28's
+    if args.gpu:
+        common.gpu_arch("check.py", None, "without --gpu it checks drafts, specs and templates on the CPU")
+    from optiml.errors import UserError
+    try:
+        found = offers(args.names)
+    except UserError as e:
+        raise SystemExit(f"check.py: {str(e).rstrip('.')}.") from None
+    task_of = tasks()
+    for name, (t, what) in found.items():
+        d = draft_outcome(name, task_of[name])
+        init = "init failed" if "failed" in d else f"drafted, {d['todo']} TODO, {len(d['diff'])} edited"
+        print(f"{name:32} {init:26} {t if t else 'refused: ' + str(what)[:100]}")
+        if args.drafts and "failed" in d:
+            print(f"    {d['failed']}")
+        elif args.drafts:
+            print("".join(f"    {k}: {a!r} -> {b!r}\n" for k, a, b in d["diff"]), end="")
+    print(f"{sum(1 for t, _ in found.values() if t)} of {len(found)} offered a template")
+    if args.emulate:
+        import tempfile
+        good = {"seed": [0, 0], "template": [0, 0]}         # [agree, run]
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, (t, what) in found.items():
+                for kind, source in (("seed", None),) + (((t, what),) if t else ()):
+                    try:
+                        checks = emulate(name, Path(tmp), source=source)
+                        said = "; ".join(f"{o}: " + (f"failed ({c.failed_check}: {c.mismatched} of {c.elements} off)"
+                                                     if c.failed_check else f"ok (max abs error {c.max_abs_err:.3g})")
+                                         for o, c in checks)
+                        ok = not any(c.failed_check for _, c in checks)
+                    except AssertionError as e:         # the compiler's or AddressSanitizer's words
+                        said, ok = "does not run: " + " ".join(str(e).split())[-200:], False
+                    tally = good["seed" if kind == "seed" else "template"]
+                    tally[0] += ok
+                    tally[1] += 1
+                    print(f"emulated {kind:14} {name:32} {said}")
+        print(f"on the CPU emulation, {good['seed'][0]} of {good['seed'][1]} kernels and {good['template'][0]} of "
+              f"{good['template'][1]} offered templates compute what their task's Model computes")
+    if not args.gpu:
+        return
+    import optiml
+    tmp = HERE / "build"
+    tmp.mkdir(exist_ok=True)
+    jobs = []
+    for name, (t, what) in found.items():
+        jobs.append((name, "seed", HERE / "k" / f"{name}.cu"))
+        if t:
+            cand = tmp / f"{name}__{t}.cu"
+            cand.write_text(what)
+            jobs.append((name, t, cand))
+    specs = {name: _gpu_spec(name) for name in found}
+
+    def one(job):
+        name, kind, cu = job
+        try:
+            ev = optiml.evaluate(str(cu), str(specs[name]), time_it=False, timeout_s=120)
+            return dict(kernel=name, kind=kind, status=ev.status, message=ev.message[:400])
+        except Exception as e:                  # noqa: BLE001 - report it and go on
+            return dict(kernel=name, kind=kind, status="exception", message=f"{type(e).__name__}: {e}"[:400])
+    with open(args.gpu, "w") as out, ThreadPoolExecutor(int(os.environ.get("JOBS", "4"))) as ex:
+        for r in ex.map(one, jobs):
+            print(r["kind"], r["kernel"], r["status"], r["message"][:160], flush=True)
+            out.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
