@@ -85,3 +85,23 @@ def test_optimize_of_an_unsafe_seed_writes_nothing(tmp_path, fake_gpu):
         run_optimize(OptimizeOptions(kernel=kernel, budget=1, profile=False, db=tmp_path / "t.db", arch="sm_90",
                                      parallel=1, build_jobs=1, output=out, time_limit_s=0.0))
     assert not out.exists()
+
+
+def test_a_search_that_runs_out_of_proposals_says_so_and_what_would_go_further(tmp_path, fake_gpu):
+    FakeSanitizer.under = 0
+    kernel, _ = write(tmp_path, SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }"), KERNEL)
+    result = run_optimize(OptimizeOptions(kernel=kernel, budget=500, profile=False, db=tmp_path / "t.db", arch="sm_90",
+                                          parallel=2, build_jobs=1, templates=False))
+    stopped = result.final.get("stopped") or ""
+    assert result.evaluations < 500
+    assert stopped.startswith(f"the search stopped after {result.evaluations} of 500 candidates: nothing was left to propose")
+    assert "--proposer llm or mixed" in stopped and "[tune]" in stopped and "--seed-kernel" in stopped
+    assert stopped in result.line()
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        assert store.run(result.run_id)["result"]["stopped"] == stopped        # recorded with the run
+        from optiml.traces.report import format_path
+        assert f"stopped: {stopped}" in format_path(store, result.run_id)
+    # a search its budget ends says nothing of the kind
+    short = run_optimize(OptimizeOptions(kernel=kernel, budget=3, profile=False, db=tmp_path / "u.db", arch="sm_90",
+                                         parallel=1, build_jobs=1, templates=False))
+    assert "stopped" not in short.final and "stopped" not in short.line()

@@ -206,6 +206,11 @@ MUTANTS: list[Mutant] = [
     M("templates", "optiml/edits/templates/epilogue.py", "if len(found) == 1 and len(stores) == 1 else None",
       "if found else None", EPILOGUE),
     M("templates", "optiml/edits/templates/epilogue.py", "c.start_byte >= loop.end_byte", "c.start_byte >= loop.start_byte", EPILOGUE),
+    M("search", "optiml/search/mcts.py", 'self.stopped = ("exhausted" if exhausted else', 'self.stopped = ("budget" if exhausted else',
+      ("tests/test_optimize_fakes.py::test_a_search_that_runs_out_of_proposals_says_so_and_what_would_go_further",)),
+    M("search", "optiml/app/optimize.py", 'if getattr(search, "stopped", None) != "exhausted" or search.evaluations >= budget:',
+      'if search.evaluations >= budget:',
+      ("tests/test_optimize_fakes.py::test_a_search_that_runs_out_of_proposals_says_so_and_what_would_go_further",)),
     # -- timing ------------------------------------------------------------------------------------
     M("timing", "optiml/verify/timing_stats.py", "iqr_ms=float(q75 - q25)", "iqr_ms=float(q90 - q10)", TIMING, planted=True),
     M("timing", "optiml/verify/gpu_timing.py", "if median_ci_rel(samples) <= tcfg.precision:",

@@ -91,8 +91,9 @@ class OptimizeResult:
         from ..traces.limits import baseline_text, sol_text
 
         limits = "".join(f"; {t}" for t in (sol_text(final), baseline_text(final)) if t)
+        stopped = f"\n{final['stopped']}" if final.get("stopped") else ""
         return (f"run {self.run_id}: {self.evaluations} candidates; best {figure}{limits}; "
-                f"path: {'; '.join(self.best_path) or 'the seed itself'}; written to {self.output}")
+                f"path: {'; '.join(self.best_path) or 'the seed itself'}; written to {self.output}{stopped}")
 
 
 Progress = Callable[[int, int, "float | None"], None]
@@ -312,6 +313,10 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
                             f"{root.result.message}); fix it first.")
         t0 = time.perf_counter()
         best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None, ids=store_ids)
+        stopped = stop_sentence(search, budget, opts.proposer)
+        if stopped:
+            final["stopped"] = stopped
+            logger.warning("{}", stopped)
         logger.info("final timing{} in {:.2f} s", " and sanitizing" if sanitizer is not None else "",
                     time.perf_counter() - t0)
         if best is not None and spec.baseline is not None:
@@ -437,6 +442,30 @@ def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, o
     except KeyboardInterrupt:
         store.set_run_status(run_id, "interrupted")
         raise
+
+
+def stop_sentence(search, budget: int, proposer: str) -> str | None:
+    """One sentence when the search ended before its budget because nothing was left to propose:
+    how many candidates of how many, why (every node's proposals tried, the rewrites refused and the
+    commonest reason), and what would go further; None when the budget or the time limit ended it."""
+    if getattr(search, "stopped", None) != "exhausted" or search.evaluations >= budget:
+        return None
+    from collections import Counter
+
+    from ..edits.types import Attempt
+
+    refused = [a for n in search.nodes for a in n.tried if isinstance(a, Attempt) and a.status == Status.REFUSED]
+    failed = sum(1 for n in search.nodes if n.parent is not None and n.status != Status.OK)
+    why = f"every proposal at every node was tried ({len(search.nodes) - 1} candidates, {failed} of them failed"
+    if refused:
+        reason, count = Counter(a.message.split(":")[0][:120] for a in refused).most_common(1)[0]
+        why += f"; {len(refused)} rewrites refused, most often: {reason}" + (f" ({count}x)" if count > 1 else "")
+    why += ")"
+    further = ["--proposer llm or mixed (an OpenAI-compatible server)"] if proposer == "rules" else []
+    further += ["a [tune] table in the spec (the kernel's tunables and their values)",
+                "a hand-written --seed-kernel"]
+    return (f"the search stopped after {search.evaluations} of {budget} candidates: nothing was left to propose, "
+            f"{why}; to go further: {', or '.join(further)}.")
 
 
 FINAL_CONTENDERS = 4      # at most this many candidates are timed against each other at the end

@@ -127,6 +127,7 @@ class MCTS:
         self._keys: dict[tuple, Node] = {}
         self._pending: list[Node] = []
         self.evaluations = 0
+        self.stopped: str | None = None      # why the last run ended: "budget", "time_limit" or "exhausted"
 
     # -- resume -------------------------------------------------------------------------------
 
@@ -438,6 +439,7 @@ class MCTS:
         submitted, but what is in flight is waited for, so no node is left running."""
         inflight: dict[int, Node] = {}
         exhausted = False
+        self.stopped = None
         while True:
             while (len(inflight) < parallel and self.evaluations + len(inflight) < budget
                    and (deadline is None or self.clock() < deadline)):
@@ -451,6 +453,8 @@ class MCTS:
             self._collect(inflight, evaluator)
         if exhausted:
             logger.info("every node is exhausted after {} evaluations", self.evaluations)
+        self.stopped = ("exhausted" if exhausted else "time_limit" if deadline is not None and self.clock() >= deadline
+                        and self.evaluations < budget else "budget")
 
 
 class _OneAtATime:

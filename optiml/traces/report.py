@@ -160,6 +160,8 @@ def format_path(store: TraceStore, run_id: int) -> str:
         lines.append("limit: " + "; ".join(limits))
     if final:
         lines.append(format_sanitize(final.get("sanitize")))
+    if final.get("stopped"):
+        lines.append(f"stopped: {final['stopped']}")
     lines.append(format_counts(store.status_counts(run_id)))
     lines += format_rewrites(store, run_id)
     return "\n".join(lines) + "\n"

@@ -239,6 +239,8 @@ def _summary(store, run, nodes, evals, root, seed_ms, best_id, path, proposals, 
         out["final_failed"] = f"{final.get('status')}: {final.get('message') or ''}".strip().rstrip(":")
     if final:
         out["sanitize"] = format_sanitize(final.get("sanitize"))
+    if final.get("stopped"):
+        out["stopped"] = final["stopped"]
     out.update(_limits(final))
     return out
 
