@@ -94,3 +94,32 @@ def test_the_drafted_baselines_run_eager_and_under_torch_compile_on_the_cpu(tmp_
     want = ref.reference(**t)
     assert torch.allclose(ref.baseline(**t), want, atol=1e-5)
     assert torch.allclose(ref.baseline_compiled(**t), want, atol=1e-5)
+
+
+L2 = Path(__file__).resolve().parents[1] / "bench" / "kernelbench" / "level2"
+
+
+def test_a_task_whose_sizes_must_divide_each_other_is_run_at_sizes_that_do(tmp_path):
+    """KernelBench 88 (Linear, GroupNorm with 256 groups dividing out_features): the reduced sizes keep
+    the division, the kernel's num_groups is a size of the spec, and the reference runs there."""
+    torch = need_torch()
+    spec, text, ref = drafted(tmp_path, L2 / "tasks" / "88_Gemm_GroupNorm_Swish_Multiply_Swish.py",
+                              L2 / "k" / "gemm_groupnorm_swish_mul_swish.cu")
+    assert len({tuple(sorted(s.items())) for s in spec.verify_sizes}) == 2
+    for sizes in spec.verify_sizes:
+        assert sizes["out_features"] % sizes["num_groups"] == 0, sizes
+    assert ref.SIZES["num_groups"] == "num_groups"           # read from the kernel's argument
+    v = min(spec.verify_sizes, key=lambda s: s["num_groups"])        # num_groups reduced too
+    assert v["num_groups"] < 256
+    arrays = {a.name: a for a in spec.args if a.role != "scalar"}
+    t = {n: torch.rand(*[v[d] for d in a.shape]) for n, a in arrays.items()}
+    t.update({a.name: v[a.value] for a in spec.args if a.role == "scalar" and a.value in v})
+    out = ref.reference(**t)                                     # GroupNorm builds at these sizes
+    assert out.shape == (v["batch_size"], v["out_features"])
+
+
+def test_a_norms_gamma_and_beta_and_a_linears_w_and_b_meet_their_parameters(tmp_path):
+    need_torch()
+    _, _, ref = drafted(tmp_path, L2 / "tasks" / "62_Matmul_GroupNorm_LeakyReLU_Sum.py",
+                        L2 / "k" / "matmul_groupnorm_lrelu_sum.cu")
+    assert ref.PARAMS == {"W": "fc.weight", "b": "fc.bias", "gamma": "gn.weight", "beta": "gn.bias"}

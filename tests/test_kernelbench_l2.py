@@ -50,9 +50,14 @@ DRAFT_EDITS = {
     "gemm_bn_gelu_relu": {"launch.grid", "launch.block"},
     "gemm_scale_bn": {"launch.grid", "launch.block"},
     "matmul_bn_bias_div_swish": {"launch.grid", "launch.block"},
+    # GroupNorm: init drafts these with reduced sizes that keep the channels a multiple of the groups;
+    # the checked specs verify at other sizes (a choice, not a fault), and G is the kernel's own name
+    "gemm_groupnorm_hardtanh": {"sizes.verify"},
+    "gemm_groupnorm_swish_mul_swish": {"sizes.verify", "launch.shared_mem"},
+    "matmul_groupnorm_lrelu_sum": {"sizes.timing", "sizes.verify", "G.value", "N.value", "launch.grid", "launch.block"},
 }
-# init fails on these (GroupNorm: the reduced sizes do not divide into the task's groups); their specs
-# and references are written by hand
+# their specs and references are written by hand (init once failed on them: the reduced sizes did not
+# divide into the task's groups)
 HAND = ("gemm_groupnorm_hardtanh", "matmul_groupnorm_lrelu_sum", "gemm_groupnorm_swish_mul_swish")
 
 

@@ -15,12 +15,13 @@ PARAMS = {'weight': 'weight'}
 OUTPUTS = ['y']
 DIMS = {'x': ['batch_size', 'features'], 'weight': ['features'], 'y': ['batch_size', 'features']}
 DTYPES = {'x': 'float32', 'weight': 'float32', 'y': 'float32'}
+SIZES = {'batch_size': 'batch_size', 'features': 'features'}
 
 
 def _sized(tensors):
     """The task module executed at the sizes the tensors' shapes say (what it derives from them
     recomputed), and the tensors' device."""
-    sizes = {}
+    sizes = {size: int(tensors[arg]) for arg, size in SIZES.items() if arg in tensors}
     for name, dims in DIMS.items():
         if name in tensors:
             for size, n in zip(dims, tensors[name].shape):

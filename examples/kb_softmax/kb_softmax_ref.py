@@ -15,12 +15,13 @@ PARAMS = {}
 OUTPUTS = ['y']
 DIMS = {'x': ['batch_size', 'dim'], 'y': ['batch_size', 'dim']}
 DTYPES = {'x': 'float32', 'y': 'float32'}
+SIZES = {'batch_size': 'batch_size', 'dim': 'dim'}
 
 
 def _sized(tensors):
     """The task module executed at the sizes the tensors' shapes say (what it derives from them
     recomputed), and the tensors' device."""
-    sizes = {}
+    sizes = {size: int(tensors[arg]) for arg, size in SIZES.items() if arg in tensors}
     for name, dims in DIMS.items():
         if name in tensors:
             for size, n in zip(dims, tensors[name].shape):

@@ -75,6 +75,32 @@ def _reduced(sizes: dict[str, int], scale: int, odd: bool) -> dict[str, int]:
     return out
 
 
+def _reduced_divisible(sizes: dict[str, int], scale: int) -> dict[str, int]:
+    """Reduced sizes, distinct, that keep every divisibility among the task's sizes (a GroupNorm's
+    channels a multiple of its groups): each size of 16 or more, smallest first, near its halved value
+    and a multiple of the reduced sizes that divide it in the task."""
+    import math
+
+    out: dict[str, int] = {}
+    for name in sorted(sizes, key=lambda n: (sizes[n], n)):
+        v = sizes[name]
+        if v < 16:
+            out[name] = v
+            continue
+        target = v
+        while target >= scale:
+            target //= 2
+        step = 1
+        for d, dv in out.items():
+            if sizes[d] > 1 and v % sizes[d] == 0:
+                step = math.lcm(step, dv)
+        cand = max(step, (target // step) * step)
+        while cand in out.values():
+            cand += step
+        out[name] = cand
+    return {n: out[n] for n in sizes}
+
+
 def _dim_name(a: int, b: int, sa: dict, sb: dict) -> str | None:
     """The expression over the sizes that is ``a`` at the sizes ``sa`` and ``b`` at ``sb``."""
     names = [n for n in sa if sa[n] == a and sb[n] == b]
@@ -114,8 +140,9 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         raise SpecError(f"{kernel_path}: no __global__ function {entry or ''} found to match the task's arguments to.")
     sizes = task_sizes(task_path)         # literal integers only: a name computed from others is derived
     probes = None
-    for odd in (True, False):
-        sa, sb = _reduced(sizes, 128, odd), _reduced(sizes, 32, odd)
+    tries = [(_reduced(sizes, 128, odd), _reduced(sizes, 32, odd)) for odd in (True, False)]
+    tries.append((_reduced_divisible(sizes, 128), _reduced_divisible(sizes, 32)))
+    for sa, sb in tries:
         try:
             probes = (sa, sb, _probe(torch, task_path, sa), _probe(torch, task_path, sb))
             break
@@ -148,7 +175,11 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     kernel_shapes = _kernel_shapes(source, kern.name, info, pointers, ints)
     arrays, dims_of = _match_params(arrays, dims_of, pointers, kernel_shapes)
     aligned = _aligned_sizes(pointers, ints, kernel_shapes, arrays, dims_of)
-    ref_args: dict = {"INPUTS": [], "PARAMS": {}, "OUTPUTS": [], "DIMS": {}, "DTYPES": {}}
+    # a size only an integer argument names (a GroupNorm's num_groups) is a size of the spec too
+    by_name = {n.lower(): n for n in sizes}
+    named += [by_name[p.name.lower()] for p in ints
+              if p.name.lower() in by_name and by_name[p.name.lower()] not in named]
+    ref_args: dict = {"INPUTS": [], "PARAMS": {}, "OUTPUTS": [], "DIMS": {}, "DTYPES": {}, "SIZES": {}}
 
     lines: list[str] = []
     w = lines.append
@@ -216,6 +247,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         if dtype.startswith(("int", "uint")) and size is not None:
             w(f"value = {_q(size)}")
             rename[p.name] = size
+            ref_args["SIZES"][p.name] = size          # the reference reads the size from the argument
         elif isinstance(attr, (int, float)) and not isinstance(attr, bool):
             w(f"value = {attr!r}  # the Model's {p.name}")
         elif dtype.startswith(("int", "uint")) and p.name in aligned:
@@ -303,6 +335,10 @@ def _name_score(pointer: str, key: str) -> int:
         score += 3
     if tokens & set(parts[:-1]):
         score += 1
+    prefix = " ".join(parts[:-1])
+    if tokens & {"gamma", "beta", "g"} and any(m in prefix for m in ("norm", "gn", "ln", "bn")) or tokens & {"w", "weight", "b", "bias"} and \
+            any(m in prefix for m in ("gemm", "linear", "fc", "matmul", "proj", "dense")):
+        score += 1                   # a norm's gamma and beta, a linear layer's w and b
     return score
 
 
@@ -326,7 +362,7 @@ def _match_params(arrays, dims_of, pointers, kernel_shapes):
         for slot, j in zip(block, order):
             name, (_, key, ta, _) = pointers[slot].name, arrays[j]
             total += _name_score(name, key)
-            if name in kernel_shapes:
+            if len(kernel_shapes.get(name, ())) >= 2:       # a 2-D reading (row * K + k) is evidence of rank
                 total += 2 if len(kernel_shapes[name]) == ta.dim() else -3
         return total
 
@@ -443,7 +479,7 @@ TASK = Path(__file__).parent / {rel!r}
 def _sized(tensors):
     """The task module executed at the sizes the tensors' shapes say (what it derives from them
     recomputed), and the tensors' device."""
-    sizes = {{}}
+    sizes = {{size: int(tensors[arg]) for arg, size in SIZES.items() if arg in tensors}}
     for name, dims in DIMS.items():
         if name in tensors:
             for size, n in zip(dims, tensors[name].shape):
