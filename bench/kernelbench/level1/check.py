@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import sys
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,58 +24,23 @@ import common  # noqa: E402,F401  (puts this checkout's optiml first on sys.path
 HERE = Path(__file__).resolve().parent
 
 
+sys.path.insert(0, str(HERE.parent))                               # bench/kernelbench: corpus.py
+import corpus  # noqa: E402
+
+
 def tasks() -> dict:
     """{kernel name: its KernelBench task file}, from map.txt."""
-    out = {}
-    for line in (HERE / "map.txt").read_text().splitlines():
-        if line.strip():
-            name, task = line.split()
-            out[name] = HERE / "tasks" / f"{task}.py"
-    return out
+    return corpus.tasks(HERE)
 
 
 def write_references(names=()) -> list:
-    """Write the reference k/NAME_ref.py that NAME's spec names, as `optiml init --kernelbench` writes
-    it for NAME's kernel and task, where it is missing or differs (atomically: tests may ask for it
-    from several processes at once). Returns the files written. A SpecError (e.g. no PyTorch to run
-    the task with) is raised as the draft raises it."""
-    from optiml.draft.kernelbench import draft_kernelbench
-    task_of = tasks()
-    written = []
-    for spec in sorted(HERE.glob("k/*.toml")):
-        name = spec.name.removesuffix(".toml")
-        if name.endswith(".gpu") or (names and not any(n in name for n in names)):
-            continue                                    # NAME.gpu.toml names the same file as NAME.toml
-        data = tomllib.loads(spec.read_text())
-        ref_file = data["reference"]["torch"].split(":")[0]
-        if ref_file != f"{name}_ref.py":                # a reference written by hand
-            continue
-        cu = spec.with_suffix(".cu")
-        _, text = draft_kernelbench(task_of[name], cu.read_text(), cu, data["kernel"]["entry"], spec)
-        target = spec.with_name(ref_file)
-        if target.is_file() and target.read_text() == text:
-            continue
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
-        written.append(target)
-    return written
+    """The generated references k/NAME_ref.py written where missing or stale (corpus.write_references)."""
+    return corpus.write_references(HERE, names)
 
 
 def offers(names=()):
     """{kernel name: (template name or None, the candidate's source or the reason)}."""
-    from optiml.edits.templates import template_transforms
-    from optiml.spec import load_spec
-    write_references(names)
-    out = {}
-    for cu in sorted(HERE.glob("k/*.cu")):
-        if names and not any(n in cu.stem for n in names):
-            continue
-        src = cu.read_text()
-        spec = load_spec(cu.with_suffix(".toml"), cu, kernel_source=src)
-        made, why = template_transforms(src, spec.entry, spec)
-        out[cu.stem] = (made[0].edit.split()[1], made[0].source) if made else (None, why)
-    return out
+    return corpus.offers(HERE, names)
 
 
 def main():

@@ -30,18 +30,17 @@ import common  # noqa: E402  (puts this checkout's optiml first on sys.path)
 HERE = Path(__file__).resolve().parent
 
 
+sys.path.insert(0, str(HERE.parent))                               # bench/kernelbench: corpus.py
+import corpus  # noqa: E402
+
+
 def tasks() -> dict:
     """{kernel name: its KernelBench task file}, from map.txt."""
-    out = {}
-    for line in (HERE / "map.txt").read_text().splitlines():
-        if line.strip():
-            name, task = line.split()
-            out[name] = HERE / "tasks" / f"{task}.py"
-    return out
+    return corpus.tasks(HERE)
 
 
 def _selected(names, name: str) -> bool:
-    return not names or name in names
+    return corpus.selected(names, name, exact=True)
 
 
 def _spec_data(name: str) -> dict:
@@ -49,31 +48,8 @@ def _spec_data(name: str) -> dict:
 
 
 def write_references(names=()) -> list:
-    """Write the reference k/NAME_ref.py that NAME's spec names, as `optiml init --kernelbench` writes
-    it for NAME's kernel and task, where it is missing or differs (atomically: tests may ask for it
-    from several processes at once). Returns the files written. A spec naming another file (a
-    reference written by hand) is left alone. A SpecError (no PyTorch, a task init cannot run) is
-    raised as the draft raises it."""
-    from optiml.draft.kernelbench import draft_kernelbench
-    written = []
-    for name, task in tasks().items():
-        if not _selected(names, name):
-            continue
-        spec = HERE / "k" / f"{name}.toml"
-        data = tomllib.loads(spec.read_text())
-        ref_file = data["reference"]["torch"].split(":")[0]
-        if ref_file != f"{name}_ref.py":
-            continue
-        cu = spec.with_suffix(".cu")
-        _, text = draft_kernelbench(task, cu.read_text(), cu, data["kernel"]["entry"], spec)
-        target = spec.with_name(ref_file)
-        if target.is_file() and target.read_text() == text:
-            continue
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
-        written.append(target)
-    return written
+    """The generated references k/NAME_ref.py written where missing or stale (corpus.write_references)."""
+    return corpus.write_references(HERE, names, exact=True)
 
 
 # ----------------------------------------------------------------------------------- init's drafts
@@ -119,15 +95,7 @@ def load(name: str):
 
 def offers(names=()) -> dict:
     """{kernel name: (template name or None, the candidate's source or the reason)}."""
-    from optiml.edits.templates import template_transforms
-    write_references(names)
-    out = {}
-    for name in tasks():
-        if _selected(names, name):
-            src, spec = load(name)
-            made, why = template_transforms(src, spec.entry, spec)
-            out[name] = (made[0].edit.split()[1], made[0].source) if made else (None, why)
-    return out
+    return corpus.offers(HERE, names, exact=True)
 
 
 # ----------------------------------------------------------------------------------- the CPU emulation

@@ -1,0 +1,70 @@
+"""What the KernelBench corpora's check scripts share (bench/kernelbench/level1, level2): a corpus
+folder's task map, its generated references and the templates optiml offers its kernels.
+
+A corpus folder holds tasks/ (KernelBench task files), k/NAME.cu with its spec k/NAME.toml, and
+map.txt (a line `NAME TASK` for each kernel). A spec's reference k/NAME_ref.py is generated as
+`optiml init --kernelbench` writes it; a spec naming another file keeps a reference written by hand.
+"""
+import os
+import tomllib
+from pathlib import Path
+
+
+def tasks(corpus: Path) -> dict:
+    """{kernel name: its KernelBench task file}, from the corpus's map.txt."""
+    out = {}
+    for line in (corpus / "map.txt").read_text().splitlines():
+        if line.strip():
+            name, task = line.split()
+            out[name] = corpus / "tasks" / f"{task}.py"
+    return out
+
+
+def selected(names, name: str, exact: bool = False) -> bool:
+    """Whether NAME is asked for: every kernel without names, else those named (``exact``) or
+    containing one of the names."""
+    return not names or (name in names if exact else any(n in name for n in names))
+
+
+def write_references(corpus: Path, names=(), exact: bool = False) -> list:
+    """Write the reference k/NAME_ref.py that NAME's spec names, as `optiml init --kernelbench` writes
+    it for NAME's kernel and task, where it is missing or differs (atomically: tests may ask for it
+    from several processes at once). Returns the files written. A spec naming another file (a
+    reference written by hand) is left alone; NAME.gpu.toml names the same file as NAME.toml. A
+    SpecError (no PyTorch, a task init cannot run) is raised as the draft raises it."""
+    from optiml.draft.kernelbench import draft_kernelbench
+    written = []
+    for name, task in tasks(corpus).items():
+        if not selected(names, name, exact):
+            continue
+        spec = corpus / "k" / f"{name}.toml"
+        data = tomllib.loads(spec.read_text())
+        ref_file = data["reference"]["torch"].split(":")[0]
+        if ref_file != f"{name}_ref.py":
+            continue
+        cu = spec.with_suffix(".cu")
+        _, text = draft_kernelbench(task, cu.read_text(), cu, data["kernel"]["entry"], spec)
+        target = spec.with_name(ref_file)
+        if target.is_file() and target.read_text() == text:
+            continue
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, target)
+        written.append(target)
+    return written
+
+
+def offers(corpus: Path, names=(), exact: bool = False) -> dict:
+    """{kernel name: (template name or None, the candidate's source or the reason)}."""
+    from optiml.edits.templates import template_transforms
+    from optiml.spec import load_spec
+    write_references(corpus, names, exact)
+    out = {}
+    for name in sorted(tasks(corpus)):
+        if selected(names, name, exact):
+            cu = corpus / "k" / f"{name}.cu"
+            src = cu.read_text()
+            spec = load_spec(cu.with_suffix(".toml"), cu, kernel_source=src)
+            made, why = template_transforms(src, spec.entry, spec)
+            out[name] = (made[0].edit.split()[1], made[0].source) if made else (None, why)
+    return out
