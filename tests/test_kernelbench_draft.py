@@ -123,3 +123,16 @@ def test_a_norms_gamma_and_beta_and_a_linears_w_and_b_meet_their_parameters(tmp_
     _, _, ref = drafted(tmp_path, L2 / "tasks" / "62_Matmul_GroupNorm_LeakyReLU_Sum.py",
                         L2 / "k" / "matmul_groupnorm_lrelu_sum.cu")
     assert ref.PARAMS == {"W": "fc.weight", "b": "fc.bias", "gamma": "gn.weight", "beta": "gn.bias"}
+
+
+def test_reduced_sizes_tell_equal_task_sizes_apart():
+    """Three sizes of 4096 must reduce to three different values at each reduced size set, or the
+    draft cannot tell which dimension is which; the divisible variant too."""
+    from optiml.draft.kernelbench import _reduced, _reduced_divisible
+    sizes = {"M": 4096, "N": 4096, "K": 4096, "G": 8}
+    for scale in (128, 32):
+        for red in (_reduced(sizes, scale, True), _reduced(sizes, scale, False), _reduced_divisible(sizes, scale)):
+            assert len({red["M"], red["N"], red["K"]}) == 3, red
+            assert red["G"] == 8 and all(v < 4096 for v in red.values())
+    div = _reduced_divisible(sizes, 128)
+    assert all(div[n] % 8 == 0 for n in "MNK")
