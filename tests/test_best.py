@@ -15,3 +15,15 @@ def test_an_extra_edit_must_beat_the_noise_band():
 def test_nothing_verified_nothing_best():
     assert choose_best([]) is None
     assert choose_best([Ranked("x", None, 0.01, 1, 1)]) is None
+
+
+def test_among_equal_edits_in_the_band_the_faster_wins_not_the_older():
+    """Two candidates one edit from the seed, both within the fastest's noise band: the faster is the
+    best, whichever was made first (age breaks ties of speed only)."""
+    from optiml.best import Ranked, choose_best
+    older_slower = Ranked("a", 1.004, 0.01, 1, 1)
+    newer_faster = Ranked("b", 1.000, 0.01, 1, 2)
+    assert choose_best([older_slower, newer_faster]).key == "b"
+    assert choose_best([newer_faster, older_slower]).key == "b"
+    same_time = [Ranked("c", 1.0, 0.01, 1, 5), Ranked("d", 1.0, 0.01, 1, 3)]
+    assert choose_best(same_time).key == "d"                   # a true tie: the older

@@ -363,3 +363,38 @@ def test_gpu_optimize_on_the_cluster_with_the_workers_real_gpu_machinery(cluster
     if shutil.which("ncu"):
         assert all(ev["metrics"] for ev in ok), [ev["metrics"] for ev in ok]
     print(f"cluster run: {result.line()}", file=sys.stderr)
+
+
+class _RoutingOnly:
+    """A FAKE GpuCluster for routing alone: three GPU workers, calls recorded, never a dask client.
+    A worker of another GPU model answers `refused` the first time it is given a job."""
+
+    def __init__(self):
+        import threading
+        from optiml.cluster.gpu_workers import GpuCluster
+        self.cls = GpuCluster
+        self.obj = GpuCluster.__new__(GpuCluster)
+        self.obj.excluded, self.obj._lock, self.obj.name, self.obj.how = {}, threading.Lock(), "NVIDIA H100", "fake"
+        self.obj.gpu_workers = lambda: ["tcp://w1", "tcp://w2", "tcp://w3"]
+        self.offered = []
+
+        def _call(what, fn, *args, workers=None, cancel=None):
+            self.offered.append(workers)
+            if "tcp://w2" in self.obj.excluded and (workers is None or "tcp://w2" in workers):
+                raise AssertionError(f"a job offered to {workers or 'any worker'} after tcp://w2 was left out")
+            if workers is None or "tcp://w2" in workers:         # the scheduler may pick w2: it refuses
+                return {"refused": "tcp://w2 has an NVIDIA A100, not this run's NVIDIA H100", "worker": "tcp://w2"}
+            return {"worker": workers[0], "ok": True}
+        self.obj._call = _call
+
+
+def test_a_worker_of_another_gpu_model_is_offered_no_job_once_it_refused_one():
+    r = _RoutingOnly()
+    assert r.obj.call("check", None)["ok"]
+    assert r.offered[0] is None and r.offered[-1] == ["tcp://w1", "tcp://w3"]
+    assert r.obj.call("check", None)["ok"] and r.offered[-1] == ["tcp://w1", "tcp://w3"]   # stays left out
+    assert r.obj.excluded == {"tcp://w2": "tcp://w2 has an NVIDIA A100, not this run's NVIDIA H100"}
+    r.obj.gpu_workers = lambda: ["tcp://w2"]
+    from optiml.cluster import _NotReturned
+    with pytest.raises(_NotReturned, match="no GPU worker with a NVIDIA H100 is left"):
+        r.obj.call("check", None)

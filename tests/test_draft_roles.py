@@ -72,3 +72,18 @@ def test_shapes_and_launch_from_bounds_and_indices(tmp_path):
 def test_the_tune_proposal_is_kept(tmp_path):
     text, _ = draft(tmp_path, "mm_template.cu", "product_bs16")
     assert "# [tune]" in text and "# block_size = [" in text
+
+
+def test_with_two_x_indices_the_grid_follows_the_one_the_kernel_bounds(tmp_path):
+    """`base` is an x-axis index nothing bounds (an offset into a row), `i` the one under `i < N`: the
+    drafted grid covers N with i, not a placeholder size with base."""
+    from optiml.draft import draft_spec
+    src = """__global__ void k(const float* x, float* y, int N) {
+    int base = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) y[i] = x[i] * 2.0f + (float)(base & 1) * 0.0f;
+}
+"""
+    text = draft_spec(src, tmp_path / "k.cu")
+    grid = next(line for line in text.splitlines() if line.startswith("grid = "))
+    assert grid.startswith('grid = ["cdiv(N, 256)"]'), grid

@@ -209,6 +209,17 @@ __global__ void k(const float *x, float *y, int rows, int cols) {
 LITERAL_BOUND = NAIVE_SOFTMAX.replace("j < cols", "j < 64")
 FIRST_OUTSIDE = NAIVE_SOFTMAX.replace("float m = -1e30f;", "float m = x[(size_t)r * cols];")
 STATS_OUT = GRID_STRIDE_MIN.replace("lo = sh[0];", "lo = sh[0];\n        if (threadIdx.x == 0) y[row] = lo;")
+# a row's sum and a column's sum, side by side: loops over both of X's dimensions
+ROW_AND_COLUMN = """
+__global__ void k(const float *x, float *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float s = 0.f, t = 0.f;
+    for (int j = 0; j < cols; j++) s += x[r * cols + j];
+    for (int i = 0; i < rows; i++) t += x[i * cols + r % cols];
+    for (int j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + j] * s + t;
+}
+"""
 
 
 @pytest.mark.parametrize("source,spec,reason", [
@@ -223,6 +234,7 @@ STATS_OUT = GRID_STRIDE_MIN.replace("lo = sh[0];", "lo = sh[0];\n        if (thr
     (LITERAL_BOUND, ROWS, None),
     (FIRST_OUTSIDE, ROWS, "reads the row outside a loop over it"),
     (STATS_OUT, ROWS, "writes y outside the row's map"),
+    (ROW_AND_COLUMN, ROWS, "loops run over more than one of X's dimensions"),
 ])
 def test_what_is_not_a_row_wise_program_is_not_recognised(source, spec, reason):
     op, why = recognize_rowwise(source, "k", spec)

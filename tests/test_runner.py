@@ -343,3 +343,28 @@ def test_the_same_compiled_code_reuses_the_finished_evaluation(tmp_path):
         assert harness.jobs == 2 and "reused" not in other.stage_s
         runner.evaluate(Candidate(same), baseline=Candidate(KERNEL))
         assert harness.jobs == 3
+
+
+class FlakyHarness(FakeHarness):
+    """A fake GPU worker whose first job fails on optiml's side (harness_error), the rest ok at 1 ms."""
+
+    def __init__(self):
+        self.jobs = 0
+
+    def run(self, job, lend=None):
+        self.jobs += 1
+        if self.jobs == 1:
+            return HarnessResult("harness_error", "the GPU child lost its pipe")
+        return HarnessResult("ok", timing=timing(1.0))
+
+
+def test_a_transient_failure_of_the_machinery_is_not_reused_for_the_same_code(tmp_path):
+    """The same cubin after a harness_error gets a fresh GPU job (and verifies), not the failure."""
+    harness = FlakyHarness()
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    with Runner(standard_stages(prep), [0], harness_factory=lambda d: harness, build_workers=1,
+                workers_per_gpu=1) as runner:
+        first = runner.evaluate(Candidate(KERNEL))
+        again = runner.evaluate(Candidate("// the same code\n" + KERNEL))
+    assert first.status == "harness_error"
+    assert again.ok and harness.jobs == 2 and "reused" not in again.stage_s

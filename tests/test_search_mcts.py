@@ -280,3 +280,44 @@ def test_a_proposer_sees_what_was_tried_above_the_node():
     deep = [v for v in prop.views if by_source[v.source].parent is not None]
     assert deep and all(any(a.edit == by_source[v.source].edit for a in v.inherited) for v in deep)
     assert all(v.inherited == () for v in prop.views if by_source[v.source].parent is None)
+
+
+class _RootWidening:
+    """Records, as each child joins the root, its children against its widening limit then, and
+    whether some earlier child was still alive (in flight, or verified and not exhausted)."""
+
+    def __init__(self, m_ref, k_w, alpha):
+        self.m_ref, self.k_w, self.alpha, self.rows = m_ref, k_w, alpha, []
+
+    def on_node_added(self, node):
+        m = self.m_ref[0] if self.m_ref else None
+        if m is None or node.parent is not m.root:
+            return
+        root = m.root
+        alive = any(c.status in ("pending", "running") or (c.status == "ok" and not c.exhausted)
+                    for c in root.children[:-1])
+        self.rows.append((len(root.children), root.widening_limit(self.k_w, self.alpha), alive))
+
+    def on_node_started(self, node):
+        pass
+
+    def on_node_evaluated(self, node):
+        pass
+
+    def on_attempt(self, parent, record):
+        pass
+
+
+@pytest.mark.parametrize("parallel", [1, 4])
+def test_the_root_never_takes_a_child_past_its_widening_limit_while_a_child_lives(parallel):
+    from tests.test_search_parallel import FakeOutOfOrderEvaluator
+    ref = []
+    obs = _RootWidening(ref, 1.0, 0.5)
+    ev = ReplayEvaluator() if parallel == 1 else FakeOutOfOrderEvaluator(ReplayEvaluator(), seed=1, most=1)
+    m = MCTS(ROOT, ev, ScriptedProposer(), config=SearchConfig(budget=40, k_w=1.0, alpha=0.5, parallel=parallel),
+             observer=obs)
+    ref.append(m)
+    m.run()
+    assert len(obs.rows) >= 3
+    over = [r for r in obs.rows if r[2] and r[0] > r[1]]
+    assert not over, over

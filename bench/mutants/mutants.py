@@ -209,6 +209,26 @@ MUTANTS: list[Mutant] = [
     M("templates", "optiml/edits/templates/epilogue.py", "if len(found) == 1 and len(stores) == 1 else None",
       "if found else None", EPILOGUE),
     M("templates", "optiml/edits/templates/epilogue.py", "c.start_byte >= loop.end_byte", "c.start_byte >= loop.start_byte", EPILOGUE),
+    # -- behaviours a user sees: the best among equals, routing, reuse, widening, drafted grids and sizes, refusals
+    M("best", "optiml/best.py", "key=lambda c: (c.edits, c.median_ms, c.order)) if band",
+      "key=lambda c: (c.edits, c.order, c.median_ms)) if band", ("tests/test_best.py",)),
+    M("cluster", "optiml/cluster/gpu_workers.py", "live = [a for a in self.gpu_workers() if a not in excluded]",
+      "live = [a for a in self.gpu_workers()]",
+      ("tests/test_cluster_gpu.py::test_a_worker_of_another_gpu_model_is_offered_no_job_once_it_refused_one",)),
+    M("runner", "optiml/runner/stages.py", "if category(done.status) not in (Category.OK, Category.WRONG):",
+      "if category(done.status) not in (Category.OK, Category.WRONG, Category.INFRASTRUCTURE):",
+      ("tests/test_runner.py::test_a_transient_failure_of_the_machinery_is_not_reused_for_the_same_code",)),
+    M("search", "optiml/search/mcts.py", "return len(node.children) < limit or", "return len(node.children) <= limit or",
+      ("tests/test_search_mcts.py",)),
+    M("search", "optiml/search/mcts.py",
+      "memo[node.id] = node.status not in _UNFINISHED and (node.status != Status.OK or (",
+      "memo[node.id] = (node.status != Status.OK or (", ("tests/test_search_mcts.py", "tests/test_search_parallel.py")),
+    M("draft", "optiml/draft/signature.py", "if axis not in axes or self.facts.bounds.get(var) in self.sizes:",
+      "if axis not in axes:", ("tests/test_draft_roles.py",)),
+    M("draft", "optiml/draft/kernelbench.py", "        v = v + 2 * k\n", "        v = v + k\n", KB_DRAFT),
+    M("templates", "optiml/edits/templates/rowwise.py",
+      "    if len(dims) > 1:\n        return None, \"not row-wise: loops run over more than one of X's dimensions\"\n", "",
+      ("tests/test_edits_rowwise.py",)),
     M("search", "optiml/search/mcts.py", 'self.stopped = ("exhausted" if exhausted else', 'self.stopped = ("budget" if exhausted else',
       ("tests/test_optimize_fakes.py::test_a_search_that_runs_out_of_proposals_says_so_and_what_would_go_further",)),
     M("search", "optiml/app/optimize.py", 'if getattr(search, "stopped", None) != "exhausted" or search.evaluations >= budget:',
@@ -287,7 +307,8 @@ MUTANTS: list[Mutant] = [
     M("edits", "optiml/edits/blocks.py", "if not any(s.strip() for s in search):", "if not search:", EDITS),
 ]
 
-AREAS = ("reward", "search", "best", "verify", "relative", "draft", "templates", "timing", "store", "spec", "edits")
+AREAS = ("reward", "search", "best", "verify", "relative", "draft", "templates", "runner", "cluster", "timing", "store",
+         "spec", "edits")
 
 
 def copy_repo(src: Path, dst: Path) -> None:
