@@ -105,3 +105,7 @@ def test_a_search_that_runs_out_of_proposals_says_so_and_what_would_go_further(t
     short = run_optimize(OptimizeOptions(kernel=kernel, budget=3, profile=False, db=tmp_path / "u.db", arch="sm_90",
                                          parallel=1, build_jobs=1, templates=False))
     assert "stopped" not in short.final and "stopped" not in short.line()
+    # nor one its time limit ends, with budget left
+    timed = run_optimize(OptimizeOptions(kernel=kernel, budget=500, time_limit_s=0.001, profile=False, db=tmp_path / "v.db",
+                                         arch="sm_90", parallel=1, build_jobs=1, templates=False))
+    assert timed.evaluations < 500 and "stopped" not in timed.final
