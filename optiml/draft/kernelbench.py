@@ -172,7 +172,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     named = [n for n in sizes if n in used]
     pointers = [p for p in kern.params if p.is_pointer]
     ints = [p for p in kern.params if not p.is_pointer]
-    kernel_shapes = _kernel_shapes(source, kern.name, info, pointers, ints)
+    geo, kernel_shapes = _kernel_shapes(source, kern.name, info, pointers, ints)
     arrays, dims_of = _match_params(arrays, dims_of, pointers, kernel_shapes)
     aligned = _aligned_sizes(pointers, ints, kernel_shapes, arrays, dims_of)
     # a size only an integer argument names (a GroupNorm's num_groups) is a size of the spec too
@@ -262,10 +262,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
             w(f"value = 1  # TODO: no size or Model attribute has this name, and no matched array's indexing "
               f"says which size it is (the task's: {', '.join(named) or 'none'})")
         w("")
-    geo = _Geometry([p.name for p in ints], index_facts(source, kern.name), info.constants, detected(source, kern.name))
-    for p in pointers:
-        geo.shape(p.name)
-    launch = geo.launch()
+    launch = geo.launch()               # every pointer's shape was read already (_kernel_shapes)
     sub = (lambda e: _IDENT.sub(lambda m: rename.get(m.group(0), m.group(0)), e))
     w("[launch]")
     if launch and not [n for n in geo.placeholders if n not in rename]:
@@ -314,8 +311,9 @@ _PARAM_NAMES = {
 }
 
 
-def _kernel_shapes(source, entry, info, pointers, ints) -> dict[str, list[str]]:
-    """Each pointer's shape in the kernel's own integer arguments, where its indexing says it
+def _kernel_shapes(source, entry, info, pointers, ints) -> tuple[_Geometry, dict[str, list[str]]]:
+    """The kernel's geometry, every pointer's shape read through it (as its launch needs), and each
+    pointer's shape in the kernel's own integer arguments where its indexing says it
     (``w[col * K + k]``: [the extent of col, K]); pointers it says nothing sure of are left out."""
     geo = _Geometry([p.name for p in ints], index_facts(source, entry), info.constants, detected(source, entry))
     out = {}
@@ -323,7 +321,7 @@ def _kernel_shapes(source, entry, info, pointers, ints) -> dict[str, list[str]]:
         shape, sure = geo.shape(p.name)
         if sure:
             out[p.name] = shape
-    return out
+    return geo, out
 
 
 def _name_score(pointer: str, key: str) -> int:

@@ -86,8 +86,8 @@ def judge(prep: Preparer, ev: Evaluation, job: HarnessJob, hr: HarnessResult, ha
 
 def _say_vacuous_atol(prep: Preparer, hr: HarnessResult) -> None:
     """Log, once a run for each output, where the spec's atol is vacuous (the relative check decides there)."""
-    for note in hr.notes():
-        if prep.first_time("vacuous atol " + note.split(":", 1)[0]):
+    for name, note in hr.vacuous_atol().items():
+        if prep.first_time("vacuous atol " + name):
             logger.warning("{}", note)
 
 

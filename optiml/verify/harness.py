@@ -129,16 +129,20 @@ class HarnessResult:
     def failed_checks(self) -> list[CaseCheck]:
         return [c for c in self.checks if not c.passed]
 
-    def notes(self) -> list[str]:
-        """What the user should know of the checks though they passed: for each output whose atol
-        exceeds the reference's RMS at some size, one note (the first such case's)."""
-        seen, notes = set(), []
+    def vacuous_atol(self) -> dict[str, str]:
+        """{output: note} for each output whose atol exceeds the reference's RMS at some size (the
+        first such case's note)."""
+        found: dict[str, str] = {}
         for case in self.checks:
             for o in case.outputs:
-                if o.atol_vacuous and o.name not in seen:
-                    seen.add(o.name)
-                    notes.extend(n for n in case.notes if n.startswith(f"{o.name}:"))
-        return notes
+                if o.atol_vacuous and o.name not in found:
+                    found[o.name] = case.vacuous_note(o)
+        return found
+
+    def notes(self) -> list[str]:
+        """What the user should know of the checks though they passed: one note an output whose atol
+        exceeds the reference's RMS at some size."""
+        return list(self.vacuous_atol().values())
 
     def to_dict(self) -> dict:
         d = asdict(self)
