@@ -22,7 +22,7 @@ def drafted(tmp_path, task: Path, kernel: Path):
     shutil.copy(task, tmp_path / task.name)
     k = tmp_path / kernel.name
     shutil.copy(kernel, k)
-    text, ref = draft_kernelbench(tmp_path / task.name, k.read_text(), k)
+    text, ref = draft_kernelbench(tmp_path / task.name, k.read_text(), k, test=False)   # reading only
     (tmp_path / (k.stem + ".toml")).write_text(text)
     (tmp_path / (k.stem + "_ref.py")).write_text(ref)
     spec = load_spec(tmp_path / (k.stem + ".toml"), k)

@@ -38,7 +38,6 @@ WRONGLY_OFFERED = ("gemm_bn_gelu_relu", "matmul_bn_bias_div_swish")
 # what init's draft of each kernel gets wrong (the fields the hand-checked spec changes); the
 # kernels not listed are drafted as they are checked
 DRAFT_EDITS = {
-    "gemm_mul_lrelu_local": {"negative_slope.value"},
     "linear_scale_residual": {"n.value", "launch.grid"},
     "gemm_sigmoid_residual_flat": {"numel.value", "inner.value", "cols.value", "launch.grid"},
     "gemm_relu_div_tiled": {"launch.grid", "launch.block"},
@@ -99,10 +98,11 @@ def test_every_refusal_has_a_reason_and_none_is_a_crash(offers):
 
 
 def test_init_drafts_each_kernel_no_worse_than_it_did(check):
-    """A field the draft got right stays right; a task it drafted it still drafts."""
+    """A field the draft read from the kernel right stays right; a task it drafted it still drafts
+    (reading only: the choices made by testing are test_draft_trial.py's)."""
     worse = {}
     for name, task in check.tasks().items():
-        d = check.draft_outcome(name, task)
+        d = check.draft_outcome(name, task, test=False)
         if "failed" in d:
             assert name in HAND, (name, d["failed"])
             continue

@@ -43,7 +43,7 @@ def write_references(corpus: Path, names=(), exact: bool = False) -> list:
         if ref_file != f"{name}_ref.py":
             continue
         cu = spec.with_suffix(".cu")
-        _, text = draft_kernelbench(task, cu.read_text(), cu, data["kernel"]["entry"], spec)
+        _, text = draft_kernelbench(task, cu.read_text(), cu, data["kernel"]["entry"], spec, test=False)
         target = spec.with_name(ref_file)
         if target.is_file() and target.read_text() == text:
             continue
@@ -68,3 +68,42 @@ def offers(corpus: Path, names=(), exact: bool = False) -> dict:
             made, why = template_transforms(src, spec.entry, spec)
             out[name] = (made[0].edit.split()[1], made[0].source) if made else (None, why)
     return out
+
+
+def _fields(data: dict) -> dict:
+    """The fields of a spec that say what the kernel computes and how it runs, flattened."""
+    out = {"sizes.timing": data["sizes"]["timing"], "sizes.verify": data["sizes"]["verify"]}
+    for a in data["args"]:
+        for key in ("dtype", "role", "shape", "value"):
+            if key in a:
+                out[f"{a['name']}.{key}"] = a[key]
+    for key in ("grid", "block", "shared_mem"):
+        v = data["launch"].get(key)
+        out[f"launch.{key}"] = [str(x) for x in v] if isinstance(v, list) else str(v)
+    return out
+
+
+def draft_outcome(corpus: Path, name: str, task: Path, test: bool = True) -> dict:
+    """What `optiml init --kernelbench` makes of NAME against its task: {"todo": the draft's TODO lines,
+    "diff": [(field, draft's, hand-checked)], "verified": whether init verified it on the CPU
+    emulation} or {"failed": the message}. Writes the draft as k/NAME.draft.toml (no check at the
+    timing size) with its reference k/NAME_draft_ref.py."""
+    from optiml.draft.kernelbench import draft_kernelbench
+    from optiml.errors import UserError
+    cu = corpus / "k" / f"{name}.cu"
+    hand_data = tomllib.loads(cu.with_suffix(".toml").read_text())
+    draft = cu.with_suffix(".draft.toml")
+    try:
+        text, ref = draft_kernelbench(task, cu.read_text(), cu, hand_data["kernel"]["entry"], draft, test=test)
+    except UserError as e:
+        return {"failed": str(e).replace(str(corpus) + "/", "")}
+    # the draft as init wrote it, beside the kernel (its reference under its own name), for --gpu to verify
+    ref_name = f"{name}_draft_ref.py"
+    draft.write_text(text.replace(f'"{name}_ref.py:', f'"{ref_name}:') + "\n[verify]\ntiming_size = false\n")
+    cu.with_name(ref_name).write_text(ref)
+    drafted, hand = _fields(tomllib.loads(text)), _fields(hand_data)
+    diff = [(k, drafted.get(k), hand.get(k)) for k in list(hand) + [k for k in drafted if k not in hand]
+            if drafted.get(k) != hand.get(k)]
+    verified = "verified on the CPU emulation" in text or "chosen by testing on the CPU emulation" in text
+    return {"todo": sum("TODO" in line for line in text.splitlines()), "diff": diff, "text": text,
+            "verified": verified and "# TODO: how the kernel maps" not in text}

@@ -22,7 +22,10 @@ from .options import EXIT_CANDIDATE_FAILED, arch_option, json_option, spec_optio
 @click.option("--kernelbench", "task", type=click.Path(path_type=Path),
               help="A KernelBench-format task (Model, get_inputs, get_init_inputs): the spec's arrays, sizes and "
                    "reference (its forward, written beside the spec) come from it. Needs torch.")
-def init(kernel: Path, entry: str | None, output: Path | None, force: bool, task: Path | None) -> None:
+@click.option("--no-test", "no_test", is_flag=True,
+              help="With --kernelbench: keep the draft as read from the kernel, without running its scalars and "
+                   "launch (and their alternatives) on the CPU emulation against the task (which needs g++).")
+def init(kernel: Path, entry: str | None, output: Path | None, force: bool, task: Path | None, no_test: bool) -> None:
     """Write a draft task spec for KERNEL from its signature; TODO marks what to check."""
     from ..draft import draft_kernelbench, draft_spec
     from ..spec import read_kernel
@@ -30,7 +33,9 @@ def init(kernel: Path, entry: str | None, output: Path | None, force: bool, task
     out = output or kernel.with_suffix(".toml")
     reference = None
     if task is not None:
-        text, ref_text = draft_kernelbench(task, read_kernel(kernel), kernel, entry, out)
+        if not no_test:
+            click.echo("testing the draft's scalars and launch on the CPU emulation against the task ...", err=True)
+        text, ref_text = draft_kernelbench(task, read_kernel(kernel), kernel, entry, out, test=not no_test)
         reference = (out.parent / (kernel.stem + "_ref.py"), ref_text)
         if reference[0].exists() and not force:
             raise UserError(f"{reference[0]}: already exists; pass --force to overwrite it.")
@@ -49,7 +54,10 @@ def init(kernel: Path, entry: str | None, output: Path | None, force: bool, task
     todos = sum("TODO" in line for line in text.splitlines())
     beside = Path(out).resolve() == Path(kernel).with_suffix(".toml").resolve()
     spec_flag = "" if beside else f" --spec {out}"
-    click.echo(f"wrote {out} ({todos} TODO line(s) to check), then run: optiml eval {kernel}{spec_flag}")
+    tested = ("; its launch and scalars verified on the CPU emulation" if "on the CPU emulation at the verify sizes" in text
+              else "; the CPU emulation found no launch and scalars that verify: see the TODO lines"
+              if "on the CPU emulation the draft fails" in text else "")
+    click.echo(f"wrote {out} ({todos} TODO line(s) to check{tested}), then run: optiml eval {kernel}{spec_flag}")
 
 
 # --------------------------------------------------------------------------------- build

@@ -1,6 +1,7 @@
 """``optiml init --kernelbench``: a draft spec and a reference from a KernelBench-format task."""
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from ..errors import SpecError
 from ..source import dtype_of_c_type, index_facts, parse_source
 from ..spec.space import detected
 from .kbtask import load_task, task_sizes
+from . import trial as _trial
 from .signature import _IDENT, _Geometry, _q
 
 # ------------------------------------------------------------------ optiml init --kernelbench
@@ -128,10 +130,12 @@ def _init_of(t) -> str:
 
 
 def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: str | None = None,
-                      spec_path: Path | None = None) -> tuple[str, str]:
+                      spec_path: Path | None = None, test: bool = True) -> tuple[str, str]:
     """A task spec and its Python reference (the Model's forward) for a KernelBench-format task;
     the kernel's entry signature says which argument is which (pointers: inputs, then the Model's
-    parameters and buffers, then outputs; integers by the name of a size)."""
+    parameters and buffers, then outputs; integers by the name of a size). With ``test``, the
+    drafted scalars and launch are run on the CPU emulation against the task, and where they do not
+    verify, the alternatives until one does (:mod:`optiml.draft.trial`)."""
     torch = _import_torch()
     mod = _load_task(task_path)
     info = parse_source(source)
@@ -142,7 +146,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     probes = None
     tries = [(_reduced(sizes, 128, odd), _reduced(sizes, 32, odd)) for odd in (True, False)]
     tries.append((_reduced_divisible(sizes, 128), _reduced_divisible(sizes, 32)))
-    for sa, sb in tries:
+    for family, (sa, sb) in enumerate(tries):
         try:
             probes = (sa, sb, _probe(torch, task_path, sa), _probe(torch, task_path, sb))
             break
@@ -179,6 +183,83 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     by_name = {n.lower(): n for n in sizes}
     named += [by_name[p.name.lower()] for p in ints
               if p.name.lower() in by_name and by_name[p.name.lower()] not in named]
+    lookup = {n.lower(): n for n in sizes}
+    out_dims = next((d for (role, *_), d in zip(arrays, dims_of) if role == "output"), dims_of[0] if dims_of else [])
+    alternatives = _size_choices(named + [n for n in sizes if n not in named], out_dims)
+    choices: dict[str, list] = {}           # {scalar: [(value, the comment), ...]}, the reading's first
+    sure: set[str] = set()
+    for p in ints:
+        dtype = dtype_of_c_type(p.base_type) or "float32"
+        size = lookup.get(p.name.lower())
+        attr = _attribute(model, p.name)
+        if dtype.startswith(("int", "uint")) and size is not None:
+            choices[p.name] = [(size, "")]
+            sure.add(p.name)
+        elif attr is not None:
+            choices[p.name] = [(attr[1], f"the Model's {attr[0]}")]
+            sure.add(p.name)
+        elif dtype.startswith(("int", "uint")):
+            if p.name in aligned:
+                expr, via = aligned[p.name]
+                first = (expr, f"from how the kernel indexes {via}")
+            elif _COUNT.fullmatch(p.name) and dims_of:
+                first = (" * ".join(dims_of[0]), f"TODO: read as the element count of "
+                         f"{pointers[0].name if pointers else 'the first array'}; check")
+            else:
+                first = (1, "TODO: no size or Model attribute has this name, and no matched array's indexing "
+                         f"says which size it is (the task's: {', '.join(named) or 'none'})")
+            rest = alternatives
+            if _COUNT.fullmatch(p.name):         # a count: products first
+                rest = [a for a in alternatives if "*" in a] + [a for a in alternatives if "*" not in a]
+            choices[p.name] = [first] + [(a, "") for a in rest if a != first[0]]
+        else:
+            numbers = _numbers(model)
+            choices[p.name] = [(1, "TODO: no size or Model attribute has this name")] + \
+                [(v, f"the Model's {where}") for where, v in numbers if v != 1]
+    launch = geo.launch()               # every pointer's shape was read already (_kernel_shapes)
+    if launch and not [n for n in geo.placeholders if n not in [p.name for p in ints]]:
+        drafted = _trial.Launch(tuple(launch[0]), tuple(launch[1]), "0", launch[2])
+    else:
+        first = named[0] if named else "1"
+        drafted = _trial.Launch((f"cdiv({first}, 256)",), ("256",), "0", "")
+    def larger(spread=(289, 593, 881, 1201)):
+        """A third size set for the test: the smaller verify sizes with as many sizes as the largest
+        array allows (2M elements) spread to ``spread``, smallest first as in the task (so a grid of
+        cdiv(one size, block) where another was meant shows at any block up to 256, as it would at the
+        task's sizes); None where the task does not run."""
+        from ..expr import evaluate
+        s = dict(sb)
+        spread = iter(spread)
+        target = next(spread)
+        for n in sorted((n for n in sizes if sizes[n] >= 16), key=lambda n: sizes[n]):    # the task's order kept
+            if family == 2 and any(m != n and sizes[m] > 1 and (sizes[n] % sizes[m] == 0 or sizes[m] % sizes[n] == 0)
+                                   for m in sizes):
+                continue                      # a size others divide (or that divides them) keeps its value
+            t = {**s, n: target}
+            try:
+                if max(math.prod(int(evaluate(d, t)) for d in dims) for dims in dims_of) > 2 ** 21:
+                    continue
+            except Exception:       # noqa: BLE001 - a dimension this cannot evaluate: leave the size
+                continue
+            s, target = t, next(spread, None)
+            if target is None:
+                break
+        if s == sb:
+            return None
+        try:
+            _, ins, params, outs = _probe(torch, task_path, s)
+        except Exception:           # noqa: BLE001 - the test then runs at the two verify sizes only
+            return None
+        got = {"input": ins, "param": params, "output": outs}
+        return s, [got[role][where] for role, where, *_ in arrays]
+    sets = [(sa, [a[2] for a in arrays]), (sb, [a[3] for a in arrays])]
+    tested = _trial.Outcome(False, {n: c[0][0] for n, c in choices.items()}, drafted) if not test else \
+        _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, drafted, named, out_dims,
+                          {p.name for p in ints} - sure, source_added=_added(source, pointers, arrays), sizes=sizes)
+    for p in ints:                      # a size a scalar takes is a size of the spec too
+        v = tested.scalars.get(p.name) if tested.verified else None
+        if isinstance(v, str):
+            named += [n for n in _IDENT.findall(v) if n in sizes and n not in named]
     ref_args: dict = {"INPUTS": [], "PARAMS": {}, "OUTPUTS": [], "DIMS": {}, "DTYPES": {}, "SIZES": {}}
 
     lines: list[str] = []
@@ -211,7 +292,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         want = dtype_of_c_type(p.base_type)
         note = f"  # TODO: the kernel's {p.base_type} is not the task's {dtype}" if want and want != dtype else ""
         w(f"dtype = {_q(dtype)}{note}")
-        added = role == "output" and re.search(rf"\batomicAdd\s*\(\s*&?\s*\(?\s*{re.escape(p.name)}\b", source)
+        added = role == "output" and _adds_into(source, p.name)
         if added:                   # the kernel adds into it: zero before every launch, not poisoned
             w('role = "inout"  # the kernel adds into it with atomicAdd: it starts at 0 before each launch')
         else:
@@ -234,7 +315,6 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     if len(pointers) < len(arrays):
         w(f"# TODO: the task has {len(arrays)} arrays (inputs, the Model's parameters, outputs) and the kernel "
           f"{len(pointers)} pointers; the last ones are not matched")
-    lookup = {n.lower(): n for n in sizes}
     rename = {}
     for p in ints:
         dtype = dtype_of_c_type(p.base_type) or "float32"
@@ -242,37 +322,41 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         w(f"name = {_q(p.name)}")
         w(f"dtype = {_q(dtype)}")
         w('role = "scalar"')
-        size = lookup.get(p.name.lower())
-        attr = getattr(model, p.name, None)
-        if dtype.startswith(("int", "uint")) and size is not None:
-            w(f"value = {_q(size)}")
-            rename[p.name] = size
-            ref_args["SIZES"][p.name] = size          # the reference reads the size from the argument
-        elif isinstance(attr, (int, float)) and not isinstance(attr, bool):
-            w(f"value = {attr!r}  # the Model's {p.name}")
-        elif dtype.startswith(("int", "uint")) and p.name in aligned:
-            expr, via = aligned[p.name]
-            w(f"value = {_q(expr)}  # from how the kernel indexes {via}")
-            rename[p.name] = f"({expr})" if "*" in expr else expr
-        elif dtype.startswith(("int", "uint")) and _COUNT.fullmatch(p.name) and dims_of:
-            count = " * ".join(dims_of[0])
-            w(f"value = {_q(count)}  # TODO: read as the element count of {pointers[0].name if pointers else 'the first array'}; check")
-            rename[p.name] = f"({count})" if "*" in count else count
-        else:
-            w(f"value = 1  # TODO: no size or Model attribute has this name, and no matched array's indexing "
-              f"says which size it is (the task's: {', '.join(named) or 'none'})")
+        value, note = choices[p.name][0]
+        if p.name in sure and isinstance(value, str) and value in sizes and not note:
+            ref_args["SIZES"][p.name] = value         # the reference reads the size from the argument
+        if tested.verified and p.name not in sure:
+            value = tested.scalars[p.name]
+            note = dict(choices[p.name]).get(value) or ""
+            note = (note.split("TODO")[0].rstrip("; ") if "TODO" in note else note)
+            note = (note + "; " if note else "") + ("verified on the CPU emulation" if tested.drafted_ok else
+                                                    f"chosen by testing on the CPU emulation ({tested.tried} drafts tried)")
+        elif p.name not in sure and tested.tried:
+            note = (note if "TODO" in note else "TODO: " + note) + f"; {tested.said}"
+        text_value = _q(value) if isinstance(value, str) else repr(value)
+        w(f"value = {text_value}" + (f"  # {note}" if note else ""))
+        if isinstance(value, str) and dtype.startswith(("int", "uint")) and p.name not in ref_args["SIZES"]:
+            rename[p.name] = f"({value})" if "*" in value else value
         w("")
-    launch = geo.launch()               # every pointer's shape was read already (_kernel_shapes)
     sub = (lambda e: _IDENT.sub(lambda m: rename.get(m.group(0), m.group(0)), e))
+    chosen = tested.launch if tested.verified else drafted
     w("[launch]")
-    if launch and not [n for n in geo.placeholders if n not in rename]:
-        w(f"grid = [{', '.join(_q(sub(g)) for g in launch[0])}]  # TODO: {launch[2]}; check")
-        w(f"block = [{', '.join(_q(sub(b)) for b in launch[1])}]  # TODO")
+    if tested.verified:
+        how = (f"{chosen.note}; verified on the CPU emulation at the verify sizes" if tested.drafted_ok and chosen.note else
+               "verified on the CPU emulation at the verify sizes" if tested.drafted_ok else
+               f"chosen by testing on the CPU emulation at the verify sizes ({tested.tried} drafts tried)")
+        w(f"grid = [{', '.join(_q(sub(g)) for g in chosen.grid)}]  # {how}")
+        w(f"block = [{', '.join(_q(sub(b)) for b in chosen.block)}]")
+        w(f"shared_mem = {_q(sub(chosen.shared)) if chosen.shared != '0' else 0}" +
+          ("  # bytes of dynamic shared memory (extern __shared__)" if chosen.shared != "0" else ""))
     else:
-        first = named[0] if named else "1"
-        w(f'grid = ["cdiv({first}, 256)"]  # TODO: how the kernel maps work to blocks')
-        w("block = [256]  # TODO")
-    w("shared_mem = 0  # TODO: bytes of dynamic shared memory, if the kernel uses extern __shared__")
+        said = f" ({tested.said})" if tested.said else ""
+        if chosen.note:
+            w(f"grid = [{', '.join(_q(sub(g)) for g in chosen.grid)}]  # TODO: {chosen.note}; check{said}")
+        else:
+            w(f"grid = [{', '.join(_q(sub(g)) for g in chosen.grid)}]  # TODO: how the kernel maps work to blocks{said}")
+        w(f"block = [{', '.join(_q(sub(b)) for b in chosen.block)}]  # TODO")
+        w("shared_mem = 0  # TODO: bytes of dynamic shared memory, if the kernel uses extern __shared__")
     w("")
     ref_file = (kernel_path.stem + "_ref.py")
     w("[reference]")
@@ -300,6 +384,116 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         w(line)
     text = "\n".join(lines) + "\n"
     return text, _reference_text(task_path, spec_path or kernel_path.with_suffix(".toml"), ref_args)
+
+
+def _adds_into(source: str, pointer: str) -> bool:
+    """Whether the kernel adds into ``pointer`` with atomicAdd (so it starts at 0 before each launch)."""
+    return bool(re.search(rf"\batomicAdd\s*\(\s*&?\s*\(?\s*{re.escape(pointer)}\b", source))
+
+
+def _added(source, pointers, arrays) -> set[str]:
+    return {p.name for p, a in zip(pointers, arrays) if a[0] == "output" and _adds_into(source, p.name)}
+
+
+def _attribute(model, name: str):
+    """(where, value) of a number the Model keeps under ``name``: its own attribute, else one of its
+    submodules' (``nn.LeakyReLU(negative_slope)``, ``nn.LayerNorm``'s ``eps``); None where none has it."""
+    v = getattr(model, name, None)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return name, v
+    for where, m in model.named_modules():
+        v = vars(m).get(name)
+        if where and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return f"{where}.{name}", v
+    return None
+
+
+def _numbers(model) -> list[tuple[str, float]]:
+    """Every float the Model or one of its submodules keeps as an attribute, as (where, value)."""
+    out = []
+    for where, m in model.named_modules():
+        for k, v in vars(m).items():
+            if isinstance(v, float) and not k.startswith("_"):
+                out.append((f"{where}.{k}" if where else k, v))
+    return out
+
+
+def _size_choices(named: list[str], out_dims: list[str]) -> list[str]:
+    return _trial.size_exprs(named, [d for d in out_dims if d in named])
+
+
+def _threads_at(sizes: dict, constants: dict, source: str):
+    """A launch's cost for choosing among launches that verify: its block's place among the blocks
+    worth trying (the kernel's own constant first: a smaller block verifies at small sizes where the
+    kernel strides by its constant), then its threads at the task's own sizes (the least that covers
+    the work), or at the sizes ``at``, except where the kernel strides over the grid (``gridDim``):
+    any grid verifies there, and the launch the reading drafted or the earlier is kept."""
+    from ..expr import evaluate, evaluate_int
+    if re.search(r"\bgridDim\b", source):
+        return None
+    env = {**{k: v for k, v in constants.items() if isinstance(v, (int, float))}, **sizes}
+
+    def cost(scalars, launch, at=None):
+        try:
+            base = {**env, **at} if at else env
+            e = {**base, **{n: evaluate(v, base) if isinstance(v, str) else v for n, v in scalars.items()}}
+            return (launch.prefer,
+                    math.prod(evaluate_int(g, e) for g in launch.grid) * math.prod(evaluate_int(b, e) for b in launch.block))
+        except Exception:                       # noqa: BLE001 - a launch the task's sizes do not evaluate
+            return (launch.prefer, math.inf)
+    return cost
+
+
+def _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, drafted, named, out_dims, unsure,
+                 source_added, sizes=None) -> "_trial.Outcome":
+    """The drafted scalars and launch run on the CPU emulation at the two reduced sizes against the
+    task's outputs there; where they do not verify, the other choices (``choices``' alternatives for
+    the ``unsure`` scalars, launches the kernel's indexing allows) until one does. The Outcome's
+    ``said`` tells what was tried; a kernel the emulation cannot run is not tested, and says why."""
+    import numpy as np
+
+    from .emulate import HostKernel, params_of, unsupported
+
+    def untested(why):
+        return _trial.Outcome(False, {n: c[0][0] for n, c in choices.items()}, drafted, 0, said=f"not tested: {why}")
+    why = unsupported(source)
+    params = params_of(kern)
+    if why or params is None:
+        return untested(why or "a parameter type the CPU emulation does not model")
+    if len(pointers) != len(arrays):
+        return untested("the kernel's pointers and the task's arrays differ in number")
+    def case(s, tensors):
+        before, after = {}, {}
+        for p, ep, a, tensor in zip(pointers, [q for q in params if q.pointer], arrays, tensors):
+            t = tensor.detach().cpu().numpy()
+            if a[0] == "output":
+                before[p.name] = np.zeros(t.shape, ep.dtype) if p.name in source_added else \
+                    np.full(t.shape, np.nan if np.issubdtype(np.dtype(ep.dtype), np.floating) else -12345, ep.dtype)
+                after[p.name] = t
+            else:
+                before[p.name] = t.astype(ep.dtype)
+        return _trial.Case(dict(s), before, after)
+    cases = [case(s, t) for s, t in sets]
+    try:
+        host = HostKernel(source, kern.name, params)
+    except RuntimeError as e:
+        return untested(str(e)[:300])
+    try:
+        test = _trial.Trial(host, cases, info.constants,
+                            lambda *spread: case(*big) if (big := larger(*spread)) else None)
+        pick = {n: [v for v, _ in c] if n in unsure else [c[0][0]] for n, c in choices.items()}
+        int_args = [q.name for q in params if not q.pointer and not q.dtype.startswith("float")]
+        tries = _trial.launches(source, source, info.constants, named, [d for d in out_dims if d in named], drafted,
+                                int_args)
+        out = test.search(pick, tries, cost=_threads_at(sizes, info.constants, source))
+    finally:
+        host.close()
+    if out.verified:
+        out.said = "verified on the CPU emulation" if out.drafted_ok else f"chosen by testing ({out.tried} tried)"
+    else:
+        out.said = (f"on the CPU emulation the draft fails ({out.why}), and so did the {out.tried - 1} other "
+                    f"values and launches tried")
+    return out
 
 
 # the names people give a Model's parameters in a kernel, by the parameter's own name

@@ -3,7 +3,7 @@
 offered, or why none, and on a GPU machine whether each seed and each offered template verifies
 against the task's reference (verify sizes only, no timing).
 
-    python3 bench/kernelbench/level1/check.py               # recognition (CPU)
+    python3 bench/kernelbench/level1/check.py [--drafts]    # recognition and init's drafts (CPU)
     python3 bench/kernelbench/level1/check.py --gpu OUT.jsonl [NAME ...]   # and verification (GPU)
 
 A spec's reference k/NAME_ref.py (the task's Model's forward) is generated, not kept in git: before
@@ -45,7 +45,10 @@ def offers(names=()):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--drafts", action="store_true", help="also init's outcome and each field where its draft differs from the spec")
     ap.add_argument("--gpu", metavar="OUT", help="also verify each seed and offered template, one JSON line each")
+    ap.add_argument("--keep-drafts", action="store_true",
+                    help="with --drafts --gpu: verify the k/NAME.draft.toml an earlier --drafts wrote, without drafting again")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     from optiml.errors import UserError
@@ -53,8 +56,19 @@ def main():
         found = offers(args.names)
     except UserError as e:
         raise SystemExit(f"check.py: {str(e).rstrip('.')}.") from None
+    task_of, as_is, verified = tasks(), 0, 0
     for name, (t, what) in found.items():
         print(f"{name:22} {t if t else 'refused: ' + str(what)[:110]}")
+        if args.drafts and not args.keep_drafts:
+            d = corpus.draft_outcome(HERE, name, task_of[name])
+            as_is += "failed" not in d and not d["diff"]
+            verified += bool(d.get("verified"))
+            print(f"    init failed: {d['failed']}" if "failed" in d else
+                  f"    drafted, {'emulated ok' if d['verified'] else 'unverified'}, {len(d['diff'])} fields differ\n" +
+                  "".join(f"      {k}: {a!r} -> {b!r}\n" for k, a, b in d["diff"]), end="" if "failed" not in d else "\n")
+    if args.drafts:
+        print(f"{as_is} of {len(found)} drafted with no field edited; {verified} verified by init on the CPU emulation "
+              "(written as k/NAME.draft.toml)")
     print(f"{sum(1 for t, _ in found.values() if t)} of {len(found)} offered a template")
     if not args.gpu:
         return
@@ -64,6 +78,8 @@ def main():
     jobs = []
     for name, (t, what) in found.items():
         jobs.append((name, "seed", HERE / "k" / f"{name}.cu"))
+        if (HERE / "k" / f"{name}.draft.toml").is_file() and args.drafts:
+            jobs.append((name, "draft", HERE / "k" / f"{name}.cu"))
         if t:
             cand = tmp / f"{name}__{t}.cu"
             cand.write_text(what)
@@ -71,7 +87,7 @@ def main():
 
     def one(job):
         name, kind, cu = job
-        spec = HERE / "k" / f"{name}.gpu.toml"
+        spec = HERE / "k" / f"{name}.{'draft' if kind == 'draft' else 'gpu'}.toml"
         try:
             ev = optiml.evaluate(str(cu), str(spec), time_it=False, timeout_s=120)
             return dict(kernel=name, kind=kind, status=ev.status, message=ev.message[:400])

@@ -54,33 +54,9 @@ def write_references(names=()) -> list:
 
 # ----------------------------------------------------------------------------------- init's drafts
 
-def _fields(data: dict) -> dict:
-    """The fields of a spec that say what the kernel computes and how it runs, flattened."""
-    out = {"sizes.timing": data["sizes"]["timing"], "sizes.verify": data["sizes"]["verify"]}
-    for a in data["args"]:
-        for key in ("dtype", "role", "shape", "value"):
-            if key in a:
-                out[f"{a['name']}.{key}"] = a[key]
-    for key in ("grid", "block", "shared_mem"):
-        v = data["launch"].get(key)
-        out[f"launch.{key}"] = [str(x) for x in v] if isinstance(v, list) else str(v)
-    return out
-
-
-def draft_outcome(name: str, task: Path) -> dict:
-    """What `optiml init --kernelbench` makes of NAME against its task: {"todo": the draft's TODO lines,
-    "diff": [(field, draft's, hand-checked)]} or {"failed": the message}."""
-    from optiml.draft.kernelbench import draft_kernelbench
-    from optiml.errors import UserError
-    cu = HERE / "k" / f"{name}.cu"
-    try:
-        text, _ = draft_kernelbench(task, cu.read_text(), cu, _spec_data(name)["kernel"]["entry"])
-    except UserError as e:
-        return {"failed": str(e).replace(str(HERE) + "/", "")}
-    drafted, hand = _fields(tomllib.loads(text)), _fields(_spec_data(name))
-    diff = [(k, drafted.get(k), hand.get(k)) for k in list(hand) + [k for k in drafted if k not in hand]
-            if drafted.get(k) != hand.get(k)]
-    return {"todo": sum("TODO" in line for line in text.splitlines()), "diff": diff}
+def draft_outcome(name: str, task: Path, test: bool = True) -> dict:
+    """What `optiml init --kernelbench` makes of NAME against its task (corpus.draft_outcome)."""
+    return corpus.draft_outcome(HERE, name, task, test)
 
 
 # ----------------------------------------------------------------------------------- templates
@@ -186,9 +162,12 @@ def _gpu_spec(name: str) -> Path:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--drafts", action="store_true", help="also each field where init's draft differs from the spec")
+    ap.add_argument("--drafts", action="store_true", help="also each field where init's draft differs from the spec "
+                    "(with --gpu, each draft verified as init wrote it)")
     ap.add_argument("--emulate", action="store_true", help="also run each kernel on the CPU emulation against its task")
     ap.add_argument("--gpu", metavar="OUT", help="also verify each seed and offered template, one JSON line each")
+    ap.add_argument("--keep-drafts", action="store_true",
+                    help="with --drafts --gpu: verify the k/NAME.draft.toml an earlier --drafts wrote, without drafting again")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     import warnings
@@ -200,16 +179,22 @@ def main():
         found = offers(args.names)
     except UserError as e:
         raise SystemExit(f"check.py: {str(e).rstrip('.')}.") from None
-    task_of = tasks()
+    task_of, verified = tasks(), 0
     for name, (t, what) in found.items():
+        if args.keep_drafts:
+            print(f"{name:32} {t if t else 'refused: ' + str(what)[:100]}")
+            continue
         d = draft_outcome(name, task_of[name])
-        init = "init failed" if "failed" in d else f"drafted, {d['todo']} TODO, {len(d['diff'])} edited"
+        verified += bool(d.get("verified"))
+        init = "init failed" if "failed" in d else \
+            f"drafted, {'emulated ok' if d['verified'] else 'unverified'}, {len(d['diff'])} fields differ"
         print(f"{name:32} {init:26} {t if t else 'refused: ' + str(what)[:100]}")
         if args.drafts and "failed" in d:
             print(f"    {d['failed']}")
         elif args.drafts:
             print("".join(f"    {k}: {a!r} -> {b!r}\n" for k, a, b in d["diff"]), end="")
     print(f"{sum(1 for t, _ in found.values() if t)} of {len(found)} offered a template")
+    print(f"{verified} of {len(found)} drafts verified by init on the CPU emulation (written as k/NAME.draft.toml)")
     if args.emulate:
         import tempfile
         good = {"seed": [0, 0], "template": [0, 0]}         # [agree, run]
@@ -236,18 +221,21 @@ def main():
     tmp = HERE / "build"
     tmp.mkdir(exist_ok=True)
     jobs = []
+    specs = {name: _gpu_spec(name) for name in found}
     for name, (t, what) in found.items():
         jobs.append((name, "seed", HERE / "k" / f"{name}.cu"))
+        if (HERE / "k" / f"{name}.draft.toml").is_file() and args.drafts:
+            jobs.append((name, "draft", HERE / "k" / f"{name}.cu"))
         if t:
             cand = tmp / f"{name}__{t}.cu"
             cand.write_text(what)
             jobs.append((name, t, cand))
-    specs = {name: _gpu_spec(name) for name in found}
 
     def one(job):
         name, kind, cu = job
+        spec = HERE / "k" / f"{name}.draft.toml" if kind == "draft" else specs[name]
         try:
-            ev = optiml.evaluate(str(cu), str(specs[name]), time_it=False, timeout_s=120)
+            ev = optiml.evaluate(str(cu), str(spec), time_it=False, timeout_s=120)
             return dict(kernel=name, kind=kind, status=ev.status, message=ev.message[:400])
         except Exception as e:                  # noqa: BLE001 - report it and go on
             return dict(kernel=name, kind=kind, status="exception", message=f"{type(e).__name__}: {e}"[:400])
