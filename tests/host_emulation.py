@@ -9,9 +9,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from optiml.draft import emulate as _emulate
 from optiml.edits.cutree import _entry_def, _params, _t, _tree
 
-GXX = shutil.which("g++")
+GXX = _emulate.GXX
 
 
 def _libcudacxx() -> list[str]:
@@ -30,44 +31,8 @@ def _libcudacxx() -> list[str]:
 
 _CUDA_INCLUDE = _libcudacxx()
 
-SHIM = r"""
-#include <cmath>
-#include <cstdint>
-#include <cstddef>
-#include <cstdio>
-#include <cstdlib>
-#include <algorithm>
-struct dim3 { unsigned x = 1, y = 1, z = 1; };
-static dim3 threadIdx, blockIdx, blockDim, gridDim;
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __restrict__
-#define __shared__ static
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) float2 { float x, y; };
-static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
-static inline float2 make_float2(float x, float y) { return float2{x, y}; }
-#define __align__(n) __attribute__((aligned(n)))
-static inline void __syncthreads() {}
-template <typename T> static inline T __ldg(const T *p) { return *p; }
-static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-static inline float __fdividef(float a, float b) { return a / b; }
-#define __expf expf
-#define __logf logf
-#define __log2f log2f
-#define __sinf sinf
-#define __cosf cosf
-#define __tanf tanf
-#define __powf powf
-using std::max;
-using std::min;
-template <typename T, typename U> static inline T atomicAdd(T *p, U v) { T o = *p; *p = o + (T)v; return o; }
-template <typename T, typename U> static inline T atomicMax(T *p, U v) { T o = *p; *p = std::max(o, (T)v); return o; }
-template <typename T, typename U> static inline T atomicMin(T *p, U v) { T o = *p; *p = std::min(o, (T)v); return o; }
-"""
+# the shims of the package's CPU emulation (optiml/draft/emulate.py): one text for init's trials and these tests
+SHIM, THREADED = _emulate.SHIM, _emulate.THREADED
 
 # The block all-reduce of optiml's templates, for threads run one by one from the LAST to the first:
 # each thread folds its value into the block's running result, so thread 0, run last, gets the whole
@@ -85,103 +50,6 @@ static optiml_V optiml_allreduce(optiml_V optiml_x, optiml_Op optiml_op) {
 
 _FORMAT = {"float": ("%a", "(double)"), "double": ("%a", ""), "int": ("%d", ""), "unsigned": ("%u", ""),
            "unsigned int": ("%u", ""), "long long": ("%lld", ""), "size_t": ("%zu", "")}
-
-
-# Threads that cooperate: a block's threads are real threads (std::thread), __syncthreads a barrier of
-# the block, each warp of 32 consecutive threads a barrier of its own, shuffles an exchange through the
-# warp's slots between two of its barriers, atomics under one lock; blocks run one after another.
-THREADED = r"""
-#include <cmath>
-#include <cstdint>
-#include <cstddef>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <algorithm>
-#include <barrier>
-#include <memory>
-#include <mutex>
-#include <thread>
-#include <vector>
-struct dim3 { unsigned x = 1, y = 1, z = 1; };
-static thread_local dim3 threadIdx, blockIdx;
-static dim3 blockDim, gridDim;
-static const int warpSize = 32;
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __restrict__
-#define __shared__ static
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) float2 { float x, y; };
-static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
-static inline float2 make_float2(float x, float y) { return float2{x, y}; }
-#define __align__(n) __attribute__((aligned(n)))
-struct optiml_host_warp { std::unique_ptr<std::barrier<>> bar; unsigned long long slot[32]; };
-static std::unique_ptr<std::barrier<>> optiml_host_block;
-static std::vector<optiml_host_warp> optiml_host_warps;
-static std::mutex optiml_host_atomics;
-static inline int optiml_host_tid() { return threadIdx.x + threadIdx.y * blockDim.x; }
-static inline void __syncthreads() { optiml_host_block->arrive_and_wait(); }
-static inline void __syncwarp(unsigned = 0xffffffffu) { optiml_host_warps[optiml_host_tid() / 32].bar->arrive_and_wait(); }
-static inline void __threadfence() {}
-template <typename T> static T optiml_host_from(T v, int lane) {
-    optiml_host_warp &w = optiml_host_warps[optiml_host_tid() / 32];
-    static_assert(sizeof(T) <= 8, "a shuffle of more than 8 bytes");
-    std::memcpy(&w.slot[optiml_host_tid() % 32], &v, sizeof(T));
-    w.bar->arrive_and_wait();
-    T out;
-    std::memcpy(&out, &w.slot[lane], sizeof(T));
-    w.bar->arrive_and_wait();
-    return out;
-}
-template <typename T> static T __shfl_xor_sync(unsigned, T v, int m, int width = 32) {
-    int lane = optiml_host_tid() % 32, src = lane ^ m;
-    return optiml_host_from(v, (src / width == lane / width) ? src : lane);
-}
-template <typename T> static T __shfl_down_sync(unsigned, T v, unsigned d, int width = 32) {
-    int lane = optiml_host_tid() % 32, src = lane + (int)d;
-    return optiml_host_from(v, (src / width == lane / width) ? src : lane);
-}
-template <typename T> static T __shfl_up_sync(unsigned, T v, unsigned d, int width = 32) {
-    int lane = optiml_host_tid() % 32, src = lane - (int)d;
-    return optiml_host_from(v, (src >= 0 && src / width == lane / width) ? src : lane);
-}
-template <typename T> static T __shfl_sync(unsigned, T v, int src, int width = 32) {
-    int lane = optiml_host_tid() % 32;
-    return optiml_host_from(v, (lane / width) * width + src % width);
-}
-template <typename T> static inline T __ldg(const T *p) { return *p; }
-static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-static inline float __fdividef(float a, float b) { return a / b; }
-#define __expf expf
-#define __logf logf
-#define __log2f log2f
-#define __sinf sinf
-#define __cosf cosf
-#define __tanf tanf
-#define __powf powf
-using std::max;
-using std::min;
-template <typename T, typename U> static T atomicAdd(T *p, U v) { std::lock_guard<std::mutex> g(optiml_host_atomics); T o = *p; *p = o + (T)v; return o; }
-template <typename T, typename U> static T atomicMax(T *p, U v) { std::lock_guard<std::mutex> g(optiml_host_atomics); T o = *p; *p = std::max(o, (T)v); return o; }
-template <typename T, typename U> static T atomicMin(T *p, U v) { std::lock_guard<std::mutex> g(optiml_host_atomics); T o = *p; *p = std::min(o, (T)v); return o; }
-template <typename F> static void optiml_host_launch(F kernel) {
-    const int n = blockDim.x * blockDim.y;
-    for (unsigned by = 0; by < gridDim.y; by++) for (unsigned bx = 0; bx < gridDim.x; bx++) {
-        optiml_host_block = std::make_unique<std::barrier<>>(n);
-        optiml_host_warps = std::vector<optiml_host_warp>((n + 31) / 32);
-        for (int w = 0; w < (n + 31) / 32; w++)
-            optiml_host_warps[w].bar = std::make_unique<std::barrier<>>(std::min(32, n - 32 * w));
-        std::vector<std::thread> ts;
-        for (int t = 0; t < n; t++)
-            ts.emplace_back([=] { blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t % blockDim.x; threadIdx.y = t / blockDim.x; kernel(); });
-        for (auto &t : ts) t.join();
-    }
-}
-"""
 
 
 def run_on_host(tmp: Path, name: str, source: str, entry: str, counts: dict, scalars: dict, grid: tuple,

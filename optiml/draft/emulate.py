@@ -25,14 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-GXX = shutil.which("g++")
+from ..source import dtype_of_c_type
 
-# the C types a kernel's pointer or scalar may have here, as NumPy dtypes
-C_NUMPY = {"float": "float32", "double": "float64", "int": "int32", "unsigned": "uint32", "unsigned int": "uint32",
-           "int32_t": "int32", "uint32_t": "uint32", "long": "int64", "long long": "int64", "int64_t": "int64",
-           "long long int": "int64", "size_t": "uint64", "uint64_t": "uint64", "unsigned long long": "uint64",
-           "short": "int16", "int16_t": "int16", "char": "int8", "int8_t": "int8", "unsigned char": "uint8",
-           "uint8_t": "uint8", "bool": "bool"}
+GXX = shutil.which("g++")
 
 _COMMON = r"""
 #include <cmath>
@@ -193,7 +188,7 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
 
 # what needs a block's threads to run at once: barriers and shuffles (shared memory and atomics alone do not)
 _COOPERATE = re.compile(r"__syncthreads|__syncwarp|__shfl|cooperative_groups")
-_DYN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w\s]*?)\s*"
+DYN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w\s]*?)\s*"
                          r"(?:__align__\s*\(\s*\d+\s*\)\s*)?\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
 # what the emulation cannot run: half and bfloat16 types, tensor-core and asynchronous-copy instructions,
 # inline PTX, launches from the device, textures
@@ -226,7 +221,7 @@ def host_source(source: str) -> str:
     out = re.sub(r"(?m)^\s*#\s*include\s*[<\"](cuda[\w./]*|device_launch_parameters\.h|cooperative_groups\.h|"
                  r"torch/[\w./]+|ATen/[\w./]+|c10/[\w./]+)[>\"]\s*$", "", source)
     out = re.sub(r"(?m)^\s*(#\s*pragma\s+unroll.*)$", "", out)
-    return _DYN_SHARED.sub(lambda m: f"{m.group(1).strip()} *{m.group(2)} = ({m.group(1).strip()} *)optiml_host_dyn;", out)
+    return DYN_SHARED.sub(lambda m: f"{m.group(1).strip()} *{m.group(2)} = ({m.group(1).strip()} *)optiml_host_dyn;", out)
 
 
 class HostKernel:
@@ -346,18 +341,19 @@ class HostKernel:
             self._tmp.cleanup()
 
 
+# the C type each NumPy dtype the emulation passes is declared as (half and bfloat16 are not modelled)
 _CTYPE = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned", "int64": "long long",
-          "uint64": "unsigned long long", "int16": "short", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
+          "uint64": "unsigned long long", "int16": "short", "uint16": "unsigned short", "int8": "signed char",
+          "uint8": "unsigned char", "bool": "bool"}
 
 
 def params_of(kernel) -> list[Param] | None:
     """The emulation's parameters of a parsed kernel (``optiml.source.Kernel``), or None where one has
-    a type it does not model."""
+    a type it does not model (half and bfloat16, a type optiml does not know)."""
     out = []
     for p in kernel.params:
-        base = " ".join(p.base_type.replace("const", " ").replace("volatile", " ").split())
-        dt = C_NUMPY.get(base)
-        if dt is None:
+        dt = dtype_of_c_type(p.base_type.replace("volatile", " "))
+        if dt not in _CTYPE:
             return None
         out.append(Param(p.name, p.is_pointer, dt))
     return out

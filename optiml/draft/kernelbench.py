@@ -483,7 +483,7 @@ def _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, dr
                             lambda *spread: case(*big) if (big := larger(*spread)) else None)
         pick = {n: [v for v, _ in c] if n in unsure else [c[0][0]] for n, c in choices.items()}
         int_args = [q.name for q in params if not q.pointer and not q.dtype.startswith("float")]
-        tries = _trial.launches(source, source, info.constants, named, [d for d in out_dims if d in named], drafted,
+        tries = _trial.launches(source, info.constants, named, [d for d in out_dims if d in named], drafted,
                                 int_args)
         out = test.search(pick, tries, cost=_threads_at(sizes, info.constants, source))
     finally:

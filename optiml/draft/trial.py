@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import expr as _expr
-from .emulate import TOO_LARGE, HostKernel
+from .emulate import DYN_SHARED, TOO_LARGE, HostKernel
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,6 @@ def agreement(got: np.ndarray, want: np.ndarray) -> float:
     with np.errstate(invalid="ignore"):
         close = np.abs(g - w) <= 1e-3 * np.abs(w) + 1e-3 * rms + 1e-7
     return float(np.mean(np.where(nan_w, nan_g, close & ~nan_g)))
-
-
-def matches(got: np.ndarray, want: np.ndarray) -> bool:
-    """Whether every element of an output is what the task computes (:func:`agreement`)."""
-    return agreement(got, want) == 1.0
 
 
 class Trial:
@@ -260,13 +255,13 @@ def tile_sizes(constants: dict) -> list[str]:
     return out + [n for n in ("16", "32", "8") if n not in out]
 
 
-def launches(source: str, entry_body: str, constants: dict, sizes: list[str], out_dims: list[str],
-             drafted: Launch, ints: list[str] = ()) -> list[Launch]:
+def launches(source: str, constants: dict, sizes: list[str], out_dims: list[str], drafted: Launch,
+             ints: list[str] = ()) -> list[Launch]:
     """Launches worth trying for a kernel, the reading's first: a grid in the axes the kernel reads
     (blockIdx.y, blockIdx.z only where it reads them), a block in the axes it reads threadIdx in, a
     block a row or column, a warp a row, and for dynamic shared memory a size in elements of the block
     or of each size."""
-    uses = lambda pat: bool(re.search(pat, entry_body))        # noqa: E731
+    uses = lambda pat: bool(re.search(pat, source))        # noqa: E731
     gy, gz = uses(r"blockIdx\s*\.\s*y"), uses(r"blockIdx\s*\.\s*z")
     ty = uses(r"threadIdx\s*\.\s*y")
     exprs = size_exprs(sizes, out_dims)
@@ -275,7 +270,7 @@ def launches(source: str, entry_body: str, constants: dict, sizes: list[str], ou
     extents = list(ints) + [f"{a} * {b}" for a, b in itertools.combinations(ints, 2)]
     extents = (extents + [e for e in exprs if e not in extents])[:max(8, len(extents))]
     warp = uses(r"__shfl|warpSize|\b32\b|& *31|% *32|/ *32|>> *5")
-    dyn = re.search(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w\s]*?)\s*\b\w+\s*\[\s*\]", source)
+    dyn = DYN_SHARED.search(source)
     elem = 8 if dyn and re.search(r"double|long|int64|size_t", dyn.group(1)) else 4
     out: list[Launch] = [drafted]
     blocks1 = block_sizes(source, constants)
