@@ -136,3 +136,17 @@ def test_reduced_sizes_tell_equal_task_sizes_apart():
             assert red["G"] == 8 and all(v < 4096 for v in red.values())
     div = _reduced_divisible(sizes, 128)
     assert all(div[n] % 8 == 0 for n in "MNK")
+
+
+def test_a_number_among_the_inputs_is_the_kernels_float_argument_and_the_reference_takes_it(tmp_path):
+    """KernelBench's matrix-scalar product passes forward a Python float: the kernel's float argument
+    takes it (its value the task's), and the reference calls forward with it in its place."""
+    torch = need_torch()
+    spec, text, ref = drafted(tmp_path, L1_TASKS / "5_Matrix_scalar_multiplication.py",
+                              Path(__file__).resolve().parents[1] / "bench" / "kernelbench" / "level1" / "k" / "scalar_mul.cu")
+    s = next(a for a in spec.args if a.name == "s")
+    assert s.role == "scalar" and s.value == 3.14 and "the task's input 1" in text
+    assert ref.INPUTS == ["A", "s"]
+    A = torch.rand(5, 7)
+    got = ref.reference(A=A, s=3.14, C=torch.empty(5, 7), M=5, N=7)
+    assert torch.allclose(got, A * 3.14)

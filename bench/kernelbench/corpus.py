@@ -5,8 +5,10 @@ A corpus folder holds tasks/ (KernelBench task files), k/NAME.cu with its spec k
 map.txt (a line `NAME TASK` for each kernel). A spec's reference k/NAME_ref.py is generated as
 `optiml init --kernelbench` writes it; a spec naming another file keeps a reference written by hand.
 """
+import multiprocessing
 import os
 import tomllib
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
@@ -107,3 +109,20 @@ def draft_outcome(corpus: Path, name: str, task: Path, test: bool = True) -> dic
     verified = "verified on the CPU emulation" in text or "chosen by testing on the CPU emulation" in text
     return {"todo": sum("TODO" in line for line in text.splitlines()), "diff": diff, "text": text,
             "verified": verified and "# TODO: how the kernel maps" not in text}
+
+
+def _draft_job(job):
+    corpus, name, task, test = job
+    return name, draft_outcome(corpus, name, task, test)
+
+
+def draft_outcomes(corpus: Path, names: list, task_of: dict, jobs: int = 1, test: bool = True):
+    """draft_outcome for each of ``names``, ``jobs`` kernels at a time in their own processes (each
+    draft's testing compiles and runs its kernel on the CPU); yields (name, outcome) in ``names``' order."""
+    work = [(corpus, name, task_of[name], test) for name in names]
+    if jobs <= 1:
+        yield from map(_draft_job, work)
+        return
+    # spawned, not forked: the parent has PyTorch's threads, which a forked child can deadlock on
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
+        yield from ex.map(_draft_job, work)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from pathlib import Path
 
 from .. import dtypes as _dt
@@ -156,8 +157,12 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         raise SpecError(f"{task_path}: the task does not run at reduced sizes ({why}), so optiml cannot tell "
                         "its dimensions apart; write the spec by hand (docs/spec.md).")
     sa, sb, (model, ins_a, params_a, outs_a), (_, ins_b, params_b, outs_b) = probes
-    if not all(isinstance(t, torch.Tensor) for t in ins_a):
-        raise SpecError(f"{task_path}: get_inputs() returns something other than tensors; only tensors are supported.")
+    # a number among the inputs (a scalar forward multiplies by) is a scalar argument of the kernel
+    given = [(i, v) for i, v in enumerate(ins_a) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not all(isinstance(t, torch.Tensor) for i, t in enumerate(ins_a) if i not in dict(given)):
+        raise SpecError(f"{task_path}: get_inputs() returns something other than tensors and numbers; only those are supported.")
+    ins_a = [t for t in ins_a if isinstance(t, torch.Tensor)]
+    ins_b = [t for t in ins_b if isinstance(t, torch.Tensor)]
 
     arrays = []         # (role, where, tensor at sa, dims)
     for i, (ta, tb) in enumerate(zip(ins_a, ins_b)):
@@ -188,7 +193,23 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     alternatives = _size_choices(named + [n for n in sizes if n not in named], out_dims)
     choices: dict[str, list] = {}           # {scalar: [(value, the comment), ...]}, the reading's first
     sure: set[str] = set()
+    # the task's number inputs, in turn, to the kernel's scalars no size or Model attribute names
+    # (floats for floats), each at its place among forward's arguments
+    free = [p for p in ints if lookup.get(p.name.lower()) is None and _attribute(model, p.name) is None]
+    number_args: list[tuple[int, str]] = []
+    for i, v in given:
+        want_float = isinstance(v, float)
+        p = next((q for q in free if (dtype_of_c_type(q.base_type) or "float32").startswith("float") == want_float), None)
+        if p is None:
+            raise SpecError(f"{task_path}: get_inputs() passes the number {v!r} to forward (its input {i}), and the "
+                            f"kernel has no {'float' if want_float else 'integer'} argument left to take it.")
+        free.remove(p)
+        choices[p.name] = [(v, f"the task's input {i} (a number get_inputs() passes to forward)")]
+        sure.add(p.name)
+        number_args.append((i, p.name))
     for p in ints:
+        if p.name in choices:
+            continue
         dtype = dtype_of_c_type(p.base_type) or "float32"
         size = lookup.get(p.name.lower())
         attr = _attribute(model, p.name)
@@ -278,6 +299,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         w("    { " + ", ".join(f"{n} = {s[n]}" for n in named) + " },")
     w("]")
     w("")
+    args_at = len(lines)
     for i, p in enumerate(pointers):
         w("[[args]]")
         w(f"name = {_q(p.name)}")
@@ -338,6 +360,9 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         if isinstance(value, str) and dtype.startswith(("int", "uint")) and p.name not in ref_args["SIZES"]:
             rename[p.name] = f"({value})" if "*" in value else value
         w("")
+    _in_kernel_order(lines, args_at, [p.name for p in kern.params])
+    for i, name in number_args:                 # forward's arguments in the task's order
+        ref_args["INPUTS"].insert(i, name)
     sub = (lambda e: _IDENT.sub(lambda m: rename.get(m.group(0), m.group(0)), e))
     chosen = tested.launch if tested.verified else drafted
     w("[launch]")
@@ -384,6 +409,27 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         w(line)
     text = "\n".join(lines) + "\n"
     return text, _reference_text(task_path, spec_path or kernel_path.with_suffix(".toml"), ref_args)
+
+
+def _in_kernel_order(lines: list[str], start: int, order: list[str]) -> None:
+    """The [[args]] blocks of ``lines`` from ``start`` on put in the kernel's parameter order (a scalar
+    between pointers, ``(const float* A, float s, float* C, int n)``, where it stands); other lines
+    there (a TODO about unmatched arrays) after them."""
+    blocks, rest, cur = {}, [], None
+    for line in lines[start:]:
+        if line == "[[args]]":
+            cur = []
+        if cur is None:
+            rest.append(line)
+            continue
+        cur.append(line)
+        if line.startswith("name = "):
+            blocks[tomllib.loads(line)["name"]] = cur
+        if line == "":
+            cur = None
+    ordered = [line for name in order if name in blocks for line in blocks[name]]
+    ordered += [line for name, b in blocks.items() if name not in order for line in b]
+    lines[start:] = ordered + rest
 
 
 def _adds_into(source: str, pointer: str) -> bool:
@@ -682,6 +728,8 @@ def _sized(tensors):
 
 
 def _tensor(tensors, name, device):
+    if name not in DTYPES:          # a number the task passes to forward: the kernel's scalar argument
+        return tensors[name]
     return tensors[name].to(device, getattr(torch, DTYPES[name]))
 
 

@@ -216,7 +216,8 @@ _BLOCKISH = re.compile(r"(?i)(block|thread|tile|bs|bm|bn|ts|tpb|warps?|nt)")
 
 def size_exprs(sizes: list[str], out_dims: list[str]) -> list[str]:
     """Expressions a kernel's count or extent may be: the output's dimensions and their product first,
-    then every size, then products of two sizes."""
+    then the products of its leading and of its trailing dimensions (a row's count and length), then
+    every size, then products of two sizes, of all of them, of three."""
     out: list[str] = []
 
     def add(e):
@@ -227,12 +228,18 @@ def size_exprs(sizes: list[str], out_dims: list[str]) -> list[str]:
             add(d)
     if len(out_dims) > 1:
         add(" * ".join(out_dims))
+    for i in range(2, len(out_dims)):
+        add(" * ".join(out_dims[i - 1:]))
+        add(" * ".join(out_dims[:len(out_dims) - i + 1]))
     for s in sizes:
         add(s)
     for a, b in itertools.combinations(sizes, 2):
         add(f"{a} * {b}")
     if len(sizes) > 2:
         add(" * ".join(sizes))
+    if len(sizes) > 3:
+        for c in itertools.combinations(sizes, 3):
+            add(" * ".join(c))
     return out
 
 

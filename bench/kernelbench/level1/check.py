@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--gpu", metavar="OUT", help="also verify each seed and offered template, one JSON line each")
     ap.add_argument("--keep-drafts", action="store_true",
                     help="with --drafts --gpu: verify the k/NAME.draft.toml an earlier --drafts wrote, without drafting again")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="kernels drafted at a time, each in its own process")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     from optiml.errors import UserError
@@ -57,10 +58,12 @@ def main():
     except UserError as e:
         raise SystemExit(f"check.py: {str(e).rstrip('.')}.") from None
     task_of, as_is, verified = tasks(), 0, 0
+    drafting = args.drafts and not args.keep_drafts
+    outcomes = corpus.draft_outcomes(HERE, list(found) if drafting else [], task_of, args.jobs)
     for name, (t, what) in found.items():
-        print(f"{name:22} {t if t else 'refused: ' + str(what)[:110]}")
-        if args.drafts and not args.keep_drafts:
-            d = corpus.draft_outcome(HERE, name, task_of[name])
+        print(f"{name:22} {t if t else 'refused: ' + str(what)[:110]}", flush=True)
+        if drafting:
+            _, d = next(outcomes)
             as_is += "failed" not in d and not d["diff"]
             verified += bool(d.get("verified"))
             print(f"    init failed: {d['failed']}" if "failed" in d else

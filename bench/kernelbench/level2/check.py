@@ -168,6 +168,7 @@ def main():
     ap.add_argument("--gpu", metavar="OUT", help="also verify each seed and offered template, one JSON line each")
     ap.add_argument("--keep-drafts", action="store_true",
                     help="with --drafts --gpu: verify the k/NAME.draft.toml an earlier --drafts wrote, without drafting again")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="kernels drafted at a time, each in its own process")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     import warnings
@@ -180,15 +181,16 @@ def main():
     except UserError as e:
         raise SystemExit(f"check.py: {str(e).rstrip('.')}.") from None
     task_of, verified = tasks(), 0
+    outcomes = corpus.draft_outcomes(HERE, [] if args.keep_drafts else list(found), task_of, args.jobs)
     for name, (t, what) in found.items():
         if args.keep_drafts:
             print(f"{name:32} {t if t else 'refused: ' + str(what)[:100]}")
             continue
-        d = draft_outcome(name, task_of[name])
+        _, d = next(outcomes)
         verified += bool(d.get("verified"))
         init = "init failed" if "failed" in d else \
             f"drafted, {'emulated ok' if d['verified'] else 'unverified'}, {len(d['diff'])} fields differ"
-        print(f"{name:32} {init:26} {t if t else 'refused: ' + str(what)[:100]}")
+        print(f"{name:32} {init:26} {t if t else 'refused: ' + str(what)[:100]}", flush=True)
         if args.drafts and "failed" in d:
             print(f"    {d['failed']}")
         elif args.drafts:

@@ -179,10 +179,12 @@ class Gemm:
     b_layout: str           # "kn": B[k * N + n]; "nk": B[n * K + k] (nn.Linear's weight)
     epilogue: str
     dtype: str = "float32"  # the inputs' element type
+    formula: str | None = None  # the epilogue as the reference writes it, where it was read from there
 
     def describe(self) -> str:
         lay = {"mk": "M x K", "km": "K x M", "kn": "K x N", "nk": "N x K"}
-        epi = "" if self.epilogue.strip() == "acc" else f", epilogue {self.epilogue}"
+        epi = (f", epilogue {self.formula} (from the reference)" if self.formula else
+               "" if self.epilogue.strip() == "acc" else f", epilogue {self.epilogue}")
         return (f"GEMM C[{self.m} x {self.n}] = A[{lay[self.a_layout]}] x B[{lay[self.b_layout]}] "
                 f"over {self.k} in {self.dtype}{epi}")
 
@@ -444,6 +446,16 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
     from .aliases import inline_size_aliases
     source = inline_size_aliases(source, entry)          # int spatial = dim1 * dim2; read as its value
     g, why = recognize_gemm(source, entry, spec)
+    # the operation as the reference computes it, where it is torch: a GEMM the kernel's reading missed,
+    # or more than a GEMM (a norm after it), which no reading of the kernel as a GEMM can be right about
+    from .traced import gemm_from_reference
+    g_traced, why_traced, beyond = gemm_from_reference(source, entry, spec)
+    if beyond:
+        g, why = None, why_traced
+    elif g is None:
+        g = g_traced
+        if g is None and why is not None and why_traced is not None:      # a GEMM neither reading templates
+            why = f"{why}; and {why_traced.removeprefix('not templated: ')}"
     if g is None:
         rows, why_rows = _rowwise_transforms(source, entry, spec)
         if rows:

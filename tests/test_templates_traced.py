@@ -1,0 +1,198 @@
+"""The GEMM and its elementwise chain read from a torch reference (optiml/edits/templates/traced.py):
+what is offered where the CUDA reading of the kernel refuses, the refusals' sentences, the kernel's
+own size arguments for the template, and each translated op computing what torch computes (the C
+expressions compiled with g++ and compared with torch on the CPU)."""
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+from optiml.edits.templates import template_transforms
+from optiml.spec import load_spec
+from tests.host_emulation import GXX
+
+torch = pytest.importorskip("torch", reason="the reference is traced with PyTorch: pip install torch")
+
+# a thread an output whose chain goes through a __device__ helper: the CUDA reading refuses it
+KERNEL = """
+__device__ float act(float v) { return v > 0.f ? v : 0.2f * v; }
+__global__ void k(const float* x, const float* w, const float* bias, const float* r, float* out,
+                  int total, int inner, int cols) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) {
+        int row = i / cols, col = i % cols;
+        float acc = 0.f;
+        for (int j = 0; j < inner; ++j) acc += x[row * inner + j] * w[col * inner + j];
+        out[i] = act(acc + bias[col]) * 3.0f - r[i];
+    }
+}
+"""
+
+SPEC = """
+[kernel]
+entry = "k"
+[sizes]
+timing = {{ M = 256, K = 128, N = 64 }}
+verify = [{{ M = 13, K = 7, N = 5 }}, {{ M = 3, K = 11, N = 9 }}]
+[[args]]
+name = "x"
+dtype = "float32"
+role = "input"
+shape = ["M", "K"]
+[[args]]
+name = "w"
+dtype = "float32"
+role = "input"
+shape = ["N", "K"]
+[[args]]
+name = "bias"
+dtype = "float32"
+role = "input"
+shape = ["N"]
+[[args]]
+name = "r"
+dtype = "float32"
+role = "input"
+shape = ["M", "N"]
+[[args]]
+name = "out"
+dtype = "float32"
+role = "output"
+shape = ["M", "N"]
+[[args]]
+name = "total"
+dtype = "int32"
+role = "scalar"
+value = "M * N"
+[[args]]
+name = "inner"
+dtype = "int32"
+role = "scalar"
+value = "K"
+[[args]]
+name = "cols"
+dtype = "int32"
+role = "scalar"
+value = "N"
+[launch]
+grid = ["cdiv(M * N, 256)"]
+block = ["256"]
+[reference]
+torch = "ref.py:reference"
+"""
+
+
+def _spec(tmp_path, forward: str, kernel: str = KERNEL):
+    (tmp_path / "ref.py").write_text("import torch\nimport torch.nn.functional as F\n\n"
+                                     "def reference(x, w, bias, r, **_):\n" + textwrap.indent(forward, "    "))
+    cu = tmp_path / "k.cu"
+    cu.write_text(kernel)
+    (tmp_path / "k.toml").write_text(SPEC.format())
+    return kernel, load_spec(tmp_path / "k.toml", cu, kernel_source=kernel)
+
+
+def test_a_gemm_whose_epilogue_the_kernel_hides_is_read_from_the_reference(tmp_path):
+    src, spec = _spec(tmp_path, "return F.leaky_relu(F.linear(x, w, bias), 0.2) * 3.0 - r\n")
+    made, why = template_transforms(src, "k", spec)
+    assert made and made[0].edit.startswith("template gemm_f32_warp"), why
+    text = made[0].source
+    # the kernel's own arguments: M is total / cols, the residual read at m * N + n
+    assert "#define OPTIML_M ((total / cols))" in text and "#define OPTIML_N (cols)" in text
+    assert "#define OPTIML_K (inner)" in text
+    assert "(float)r[(size_t)(m) * OPTIML_N + (size_t)(n)]" in text
+    assert "OPTIML_B(k, n) w[(size_t)(n) * (inner) + (k)]" in text          # nn.Linear's weight, N x K
+    assert "from the reference" in made[0].rationale and "leaky_relu" in made[0].rationale
+    assert "// optiml:launch {grid = [\"cdiv(N, OPTIML_BN)\", \"cdiv(M, OPTIML_BM)\"]" in text
+
+
+def test_b_stored_k_by_n_reads_as_such(tmp_path):
+    src, spec = _spec(tmp_path, "return torch.tanh(x @ w.reshape(x.shape[1], -1) + bias) + r\n")
+    made, why = template_transforms(src, "k", spec)
+    assert made, why
+    assert "OPTIML_B(k, n) w[(size_t)(k) * (cols) + (n)]" in made[0].source
+
+
+@pytest.mark.parametrize("forward, said", [
+    ("y = F.linear(x, w, bias)\nreturn y / y.sum(dim=1, keepdim=True) + r\n", "the reference's sum reduces along rows or columns"),
+    ("return torch.softmax(F.linear(x, w, bias), dim=1) + r\n", "softmax reduces along rows or columns"),
+    ("return F.linear(F.linear(x, w, bias), torch.ones(5, 5)) + r\n", "multiplies matrices more than once"),
+    ("return F.linear(x * 2, w, bias) + r\n", "operands are not two of the kernel's arrays"),
+    ("return torch.where(F.linear(x, w, bias) > 0, r, -r)\n", "the reference's gt gives torch.bool"),
+])
+def test_what_the_reference_does_past_a_gemm_chain_is_said(tmp_path, forward, said):
+    src, spec = _spec(tmp_path, forward)
+    made, why = template_transforms(src, "k", spec)
+    assert not made and said in why and why.endswith("(read from the reference)"), why
+
+
+def test_a_reduction_after_the_product_overrides_a_cuda_reading_as_a_gemm(tmp_path):
+    """The kernel's store of the accumulator reads as a GEMM (offered without a reference); the
+    reference normalizes the rows after the product, so no GEMM template is offered."""
+    plain = """
+__global__ void k(const float* x, const float* w, const float* bias, const float* r, float* out,
+                  int total, int inner, int cols) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < total && col < cols) {
+        float acc = 0.f;
+        for (int j = 0; j < inner; ++j) acc += x[row * inner + j] * w[col * inner + j];
+        out[row * cols + col] = acc;
+    }
+}
+"""
+    src, spec = _spec(tmp_path, "return F.layer_norm(x @ w.t(), (w.shape[0],))\n", kernel=plain)
+    (tmp_path / "k.toml").write_text(SPEC.format().replace('value = "M * N"', 'value = "M"'))
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    seed_only = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    object.__setattr__(seed_only, "reference", type(spec.reference)())          # no torch reference
+    assert template_transforms(src, "k", seed_only)[0], "the CUDA reading no longer reads this kernel as a GEMM"
+    made, why = template_transforms(src, "k", spec)
+    assert not made and "layer_norm reduces along rows or columns" in why, why
+
+
+def test_a_reference_that_does_not_run_on_the_cpu_is_said_and_nothing_breaks(tmp_path):
+    src, spec = _spec(tmp_path, "return (x @ w.t() + bias).cuda() if False else undefined_name\n")
+    made, why = template_transforms(src, "k", spec)
+    assert not made and "the reference is not traced" in why and "NameError" in why, why
+
+
+# each translated op against torch on the same inputs: the C expression compiled with g++
+OPS = [
+    ("relu", torch.relu, {}), ("sigmoid", torch.sigmoid, {}), ("tanh", torch.tanh, {}),
+    ("silu", torch.nn.functional.silu, {}), ("mish", torch.nn.functional.mish, {}),
+    ("gelu", lambda t: torch.nn.functional.gelu(t), {}),
+    ("gelu", lambda t: torch.nn.functional.gelu(t, approximate="tanh"), {"approximate": "tanh"}),
+    ("leaky_relu", lambda t: torch.nn.functional.leaky_relu(t, 0.3), {"negative_slope": 0.3}),
+    ("elu", lambda t: torch.nn.functional.elu(t, 0.7), {"alpha": 0.7}),
+    ("hardtanh", lambda t: torch.nn.functional.hardtanh(t, -0.5, 2.0), {"min_val": -0.5, "max_val": 2.0}),
+    ("clamp", lambda t: torch.clamp(t, min=-1.5), {"min": -1.5}),
+    ("clamp", lambda t: torch.clamp(t, max=0.25), {"max": 0.25}),
+    ("softplus", torch.nn.functional.softplus, {}),
+    ("softplus", lambda t: torch.nn.functional.softplus(t, beta=2.0, threshold=5.0), {"beta": 2.0, "threshold": 5.0}),
+    ("hardsigmoid", torch.nn.functional.hardsigmoid, {}), ("hardswish", torch.nn.functional.hardswish, {}),
+    ("exp", torch.exp, {}), ("abs", torch.abs, {}), ("neg", torch.neg, {}), ("erf", torch.erf, {}),
+    ("square", torch.square, {}), ("pow", lambda t: torch.pow(t, 3.0), "3.0"),
+]
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_each_translated_op_computes_what_torch_computes(tmp_path):
+    from optiml.edits.templates.traced import _unary
+    xs = np.concatenate([np.linspace(-30, 30, 241), np.linspace(-3, 3, 121)]).astype(np.float32)
+    funcs = []
+    for i, (name, _, kw) in enumerate(OPS):
+        rest, kw = ([float(kw)], {}) if isinstance(kw, str) else ([], kw)
+        funcs.append(f"static float f{i}(float x) {{ return {_unary(name, 'x', rest, kw)}; }}")
+    calls = "".join(f"    printf(\"%a\\n\", f{i}(v));\n" for i in range(len(OPS)))
+    (tmp_path / "ops.cpp").write_text(
+        "#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n" + "\n".join(funcs) +
+        "\nint main(int argc, char** argv) {\n  for (int a = 1; a < argc; ++a) {\n    float v = strtof(argv[a], 0);\n"
+        + calls + "  }\n}\n")
+    subprocess.run([GXX, "-O1", "-o", str(tmp_path / "ops"), str(tmp_path / "ops.cpp")], check=True)
+    out = subprocess.run([str(tmp_path / "ops"), *[float(x).hex() for x in xs]], capture_output=True, text=True,
+                         check=True).stdout.split()
+    got = np.array([float.fromhex(v) for v in out], dtype=np.float64).reshape(len(xs), len(OPS))
+    t = torch.from_numpy(xs)
+    for i, (name, fn, _) in enumerate(OPS):
+        want = fn(t).double().numpy()
+        np.testing.assert_allclose(got[:, i], want, rtol=2e-5, atol=2e-6, err_msg=f"{name} {OPS[i][2]}")
