@@ -150,3 +150,26 @@ def test_init_without_testing_keeps_the_reading_and_says_what_to_fill_in(tmp_pat
 def test_a_kernel_no_assignment_verifies_says_what_was_tried(tmp_path):
     text = _draft(tmp_path, KERNEL.replace("acc * s", "acc * s * 2.0f"))      # computes something else
     assert "on the CPU emulation the draft fails" in text and "other values and launches tried" in text
+
+
+SHARED_READ = r"""
+#define SLOTS 64
+__global__ void total(const float* x, float* out) {
+    __shared__ float slot[SLOTS];
+    slot[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) { float t = 0.0f; for (int i = 0; i < SLOTS; i++) t += slot[i]; out[blockIdx.x] = t; }
+}
+"""
+
+
+def test_shared_memory_no_thread_wrote_reads_as_garbage_not_as_last_blocks_values(tmp_path):
+    """On a GPU shared memory starts each block as garbage: the emulation fills it with NaN a block, so
+    a launch of fewer threads than the kernel's shared array has slots does not verify by reading zeros
+    (or the previous block's values)."""
+    k = HostKernel(SHARED_READ, "total", [Param("x", True, "float32"), Param("out", True, "float32")], tmp_path)
+    x = np.arange(64, dtype=np.float32)
+    full = k.run((2,), (64,), 0, {"x": x, "out": np.zeros(2, np.float32)})
+    assert np.allclose(full["out"], x.sum())
+    short = k.run((2,), (32,), 0, {"x": x, "out": np.zeros(2, np.float32)})
+    assert np.isnan(short["out"]).all(), short

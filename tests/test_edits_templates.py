@@ -263,7 +263,7 @@ def test_a_point_the_body_cannot_run_fails_to_compile_not_to_verify(tmp_path):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     g, _ = recognize_gemm(LINEAR, "linear_relu", LINEAR_SPEC)
-    r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_WM": 64, "OPTIML_TM": 4}, "gemm_f32_warp"))
+    r = build(tmp_path, instantiate_gemm(LINEAR, g, {"OPTIML_WM": 64, "OPTIML_TM": 4, "OPTIML_TN": 8}, "gemm_f32_warp"))
     assert r.returncode != 0 and "gemm_f32_warp: a warp's (WM / TM) x (WN / TN) threads must be its 32 lanes" in r.stderr
     gh, _ = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
     r = build(tmp_path, instantiate_gemm(HGEMM, gh, {"OPTIML_BK": 24}, "gemm_f16_wmma"))
@@ -521,3 +521,21 @@ def test_the_tf32_template_is_offered_only_to_a_user_who_opts_in():
     from click.testing import CliRunner
     from optiml.cli import main
     assert "--tf32" in CliRunner().invoke(main, ["optimize", "--help"]).output
+
+
+def test_a_kernel_whose_sizes_are_named_like_the_templates_locals_still_builds(tmp_path):
+    """The template's body sits in the user's signature: a size argument named rows, first or band
+    (names the block order once used) must not collide with the template's own locals."""
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    src = LINEAR.replace("int M, int N, int K", "int rows, int first, int band").replace("row < M && col < N", "row < rows && col < first")
+    src = src.replace("k < K", "k < band").replace("row * K + k", "row * band + k").replace("col * K + k", "col * band + k")
+    src = src.replace("row * N + col", "row * first + col")
+    spec = spec_of(arg("x", "input", ("M", "K")), arg("w", "input", ("N", "K")), arg("bias", "input", ("N",)),
+                   arg("y", "output", ("M", "N")), sizes=())
+    spec.args += [arg("rows", "scalar", dtype="int32", value="M"), arg("first", "scalar", dtype="int32", value="N"),
+                  arg("band", "scalar", dtype="int32", value="K")]
+    g, why = recognize_gemm(src, "linear_relu", spec)
+    assert g is not None, why
+    t32 = [t for t in GEMM_TEMPLATES if "float32" in t.dtypes]
+    assert build_all(tmp_path, [instantiate_gemm(src, g, None, t.name) for t in t32], "linear_relu") == []

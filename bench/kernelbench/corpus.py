@@ -88,8 +88,9 @@ def _fields(data: dict) -> dict:
 def draft_outcome(corpus: Path, name: str, task: Path, test: bool = True) -> dict:
     """What `optiml init --kernelbench` makes of NAME against its task: {"todo": the draft's TODO lines,
     "diff": [(field, draft's, hand-checked)], "verified": whether init verified it on the CPU
-    emulation} or {"failed": the message}. Writes the draft as k/NAME.draft.toml (no check at the
-    timing size) with its reference k/NAME_draft_ref.py."""
+    emulation} or {"failed": the message}. With ``test`` (init as a user runs it), writes the draft as
+    k/NAME.draft.toml (no check at the timing size) with its reference k/NAME_draft_ref.py, for --gpu;
+    a reading-only draft (``test`` False, the tests' regression check) writes nothing."""
     from optiml.draft.kernelbench import draft_kernelbench
     from optiml.errors import UserError
     cu = corpus / "k" / f"{name}.cu"
@@ -99,10 +100,10 @@ def draft_outcome(corpus: Path, name: str, task: Path, test: bool = True) -> dic
         text, ref = draft_kernelbench(task, cu.read_text(), cu, hand_data["kernel"]["entry"], draft, test=test)
     except UserError as e:
         return {"failed": str(e).replace(str(corpus) + "/", "")}
-    # the draft as init wrote it, beside the kernel (its reference under its own name), for --gpu to verify
-    ref_name = f"{name}_draft_ref.py"
-    draft.write_text(text.replace(f'"{name}_ref.py:', f'"{ref_name}:') + "\n[verify]\ntiming_size = false\n")
-    cu.with_name(ref_name).write_text(ref)
+    if test:    # the draft as init wrote it, beside the kernel (its reference under its own name), for --gpu
+        ref_name = f"{name}_draft_ref.py"
+        draft.write_text(text.replace(f'"{name}_ref.py:', f'"{ref_name}:') + "\n[verify]\ntiming_size = false\n")
+        cu.with_name(ref_name).write_text(ref)
     drafted, hand = _fields(tomllib.loads(text)), _fields(hand_data)
     diff = [(k, drafted.get(k), hand.get(k)) for k in list(hand) + [k for k in drafted if k not in hand]
             if drafted.get(k) != hand.get(k)]

@@ -39,6 +39,7 @@ _COMMON = r"""
 #include <cfloat>
 #include <climits>
 #include <algorithm>
+#include <mutex>
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 static const int warpSize = 32;
 #define __global__
@@ -86,6 +87,15 @@ using std::min;
 static inline void __threadfence() {}
 static inline void __threadfence_block() {}
 static char *optiml_host_dyn;                  // this block's dynamic shared memory
+// shared memory starts each block as NaN (0xff bytes), as it holds garbage on a GPU: a kernel that reads
+// what no thread of the block wrote shows it. Each __shared__ array is filled once a block, by the
+// first of its threads to reach the declaration
+static unsigned long long optiml_host_block_no;
+static std::mutex optiml_host_poisoning;
+template <typename T> static void optiml_host_poison(T &arr, unsigned long long &stamp) {
+    std::lock_guard<std::mutex> g(optiml_host_poisoning);
+    if (stamp != optiml_host_block_no) { memset((void *)&arr, 0xff, sizeof(arr)); stamp = optiml_host_block_no; }
+}
 """
 
 SHIM = _COMMON + r"""
@@ -102,6 +112,8 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn) {
     for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
     for (unsigned bx = 0; bx < gridDim.x; bx++) {
         optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
+        memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
+        optiml_host_block_no++;
         for (unsigned tz = 0; tz < blockDim.z; tz++) for (unsigned ty = 0; ty < blockDim.y; ty++)
         for (unsigned tx = 0; tx < blockDim.x; tx++) {
             blockIdx.x = bx; blockIdx.y = by; blockIdx.z = bz; threadIdx.x = tx; threadIdx.y = ty; threadIdx.z = tz;
@@ -167,6 +179,8 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
     for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
     for (unsigned bx = 0; bx < gridDim.x; bx++) {
         optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
+        memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
+        optiml_host_block_no++;
         optiml_host_block = std::make_unique<std::barrier<>>(n);
         optiml_host_warps = std::vector<optiml_host_warp>((n + 31) / 32);
         for (int w = 0; w < (n + 31) / 32; w++)
@@ -221,7 +235,28 @@ def host_source(source: str) -> str:
     out = re.sub(r"(?m)^\s*#\s*include\s*[<\"](cuda[\w./]*|device_launch_parameters\.h|cooperative_groups\.h|"
                  r"torch/[\w./]+|ATen/[\w./]+|c10/[\w./]+)[>\"]\s*$", "", source)
     out = re.sub(r"(?m)^\s*(#\s*pragma\s+unroll.*)$", "", out)
-    return DYN_SHARED.sub(lambda m: f"{m.group(1).strip()} *{m.group(2)} = ({m.group(1).strip()} *)optiml_host_dyn;", out)
+    out = DYN_SHARED.sub(lambda m: f"{m.group(1).strip()} *{m.group(2)} = ({m.group(1).strip()} *)optiml_host_dyn;", out)
+    return _poisoned(out)
+
+
+_STATIC_SHARED = re.compile(r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?[A-Za-z_][\w\s]*?\b([A-Za-z_]\w*)\s*"
+                            r"(?:\[[^\];]+\]\s*)+(?:__align__\s*\(\s*\d+\s*\)\s*)?;")
+
+
+def _poisoned(source: str) -> str:
+    """Each ``__shared__`` array declared inside a function followed by its filling with NaN once a block
+    (``optiml_host_poison``), so that reading what no thread wrote shows, as garbage would on a GPU."""
+    out, last = [], 0
+    for m in _STATIC_SHARED.finditer(source):
+        before = source[:m.start()]
+        if before.count("{") - before.count("}") <= 0 or "extern" in source[max(0, m.start() - 12):m.start()]:
+            continue                                # file scope, or dynamic: left alone
+        name = m.group(1)
+        out.append(source[last:m.end()])
+        out.append(f" static unsigned long long optiml_stamp_{name}; optiml_host_poison({name}, optiml_stamp_{name});")
+        last = m.end()
+    out.append(source[last:])
+    return "".join(out)
 
 
 class HostKernel:

@@ -116,10 +116,16 @@ def _dim_name(a: int, b: int, sa: dict, sb: dict) -> str | None:
     return str(a) if a == b else None
 
 
-def _init_of(t) -> str:
+def _init_of(t, small=None) -> str:
+    """The spec's init of an input drawn as the task draws ``t``; integers within the range they take
+    at the smaller size too (``small``: class indices below that size's count of classes)."""
     x = t.detach().double()
     if not t.is_floating_point():
-        return f'{{ dist = "integers", low = {int(x.min())}, high = {int(x.max()) + 1} }}'
+        high = int(x.max()) + 1
+        if small is not None and small.numel() and not small.is_floating_point() and int(small.max()) + 1 < high:
+            return (f'{{ dist = "integers", low = {int(x.min())}, high = {int(small.max()) + 1} }}  '
+                    "# within the range the task draws at the smaller verify size too (indices)")
+        return f'{{ dist = "integers", low = {int(x.min())}, high = {high} }}'
     lo, hi, mean, std = float(x.min()), float(x.max()), float(x.mean()), float(x.std()) if x.numel() > 1 else 0.0
     if lo >= 0.0 and hi <= 1.0:
         return '{ dist = "uniform", low = 0.0, high = 1.0 }'
@@ -309,7 +315,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
             w("shape = [1]  # TODO")
             w("")
             continue
-        role, where, ta, _ = arrays[i]
+        role, where, ta, tb = arrays[i]
         dtype = str(ta.dtype).removeprefix("torch.")
         want = dtype_of_c_type(p.base_type)
         note = f"  # TODO: the kernel's {p.base_type} is not the task's {dtype}" if want and want != dtype else ""
@@ -324,7 +330,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         if added:
             w('init = { dist = "constant", value = 0.0 }')
         elif role != "output":
-            w(f"init = {_init_of(ta)}")
+            w(f"init = {_init_of(ta, tb)}")
         w("")
         ref_args["DIMS"][p.name] = dims_of[i]
         ref_args["DTYPES"][p.name] = dtype

@@ -87,9 +87,9 @@ _MMA_RESTRICTIONS = (
 GEMM_TEMPLATES = (
     GemmTemplate("gemm_f32_warp", ("float32",),
                  {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 16, "OPTIML_WM": 64, "OPTIML_WN": 32,
-                  "OPTIML_TM": 8, "OPTIML_TN": 8},
-                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [8, 16], "OPTIML_WM": [32, 64],
-                  "OPTIML_WN": [32, 64], "OPTIML_TM": [4, 8], "OPTIML_TN": [4, 8]},
+                  "OPTIML_TM": 4, "OPTIML_TN": 16, "OPTIML_GROUP_M": 1},
+                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128, 256], "OPTIML_BK": [8, 16], "OPTIML_WM": [32, 64],
+                  "OPTIML_WN": [32, 64], "OPTIML_TM": [4, 8], "OPTIML_TN": [4, 8, 16], "OPTIML_GROUP_M": [1, 8]},
                  "warp tiling (each warp a WM x WN part, each thread TM x TN in 4 x 4 chunks read without bank "
                  "conflicts) and double-buffered shared memory: the next tiles load into registers while the "
                  "current ones are multiplied", 1.1,

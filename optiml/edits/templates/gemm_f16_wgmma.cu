@@ -143,10 +143,10 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     // the blocks in bands of GROUP_M tile rows, each band column by column: neighbours in time share
     // their tiles of A and B in L2
-    const int grid_n = gridDim.x, grid_m = gridDim.y, bid = blockIdx.y * grid_n + blockIdx.x;
-    const int band = bid / (OPTIML_GROUP_M * grid_n), first = band * OPTIML_GROUP_M;
-    const int rows = min(grid_m - first, OPTIML_GROUP_M), in_band = bid % (OPTIML_GROUP_M * grid_n);
-    const int m0 = (first + in_band % rows) * BM, n0 = (in_band / rows) * BN;
+    const int optiml_grid_n = gridDim.x, optiml_grid_m = gridDim.y, optiml_bid = blockIdx.y * optiml_grid_n + blockIdx.x;
+    const int optiml_band = optiml_bid / (OPTIML_GROUP_M * optiml_grid_n), optiml_first = optiml_band * OPTIML_GROUP_M;
+    const int optiml_rows = min(optiml_grid_m - optiml_first, OPTIML_GROUP_M), optiml_in_band = optiml_bid % (OPTIML_GROUP_M * optiml_grid_n);
+    const int m0 = (optiml_first + optiml_in_band % optiml_rows) * BM, n0 = (optiml_in_band / optiml_rows) * BN;
     const int Mx = OPTIML_M, Nx = OPTIML_N, Kx = OPTIML_K;
     const T* __restrict__ Ap = OPTIML_A_PTR;
     const T* __restrict__ Bp = OPTIML_B_PTR;

@@ -14,7 +14,8 @@
 // index is contiguous) and OPTIML_EPILOGUE(acc, m, n).
 //
 // Tuned: OPTIML_BM, OPTIML_BN, OPTIML_BK, OPTIML_WM, OPTIML_WN, OPTIML_TM, OPTIML_TN (TM and TN
-// multiples of 4, (WM / TM) * (WN / TN) == 32 lanes); static_asserts refuse the rest at compile time.
+// multiples of 4, (WM / TM) * (WN / TN) == 32 lanes), OPTIML_GROUP_M (the blocks' order: bands of
+// GROUP_M tile rows, 1 for row by row); static_asserts refuse the rest at compile time.
 #ifndef OPTIML_BM
 #define OPTIML_BM 128
 #endif
@@ -35,6 +36,9 @@
 #endif
 #ifndef OPTIML_TN
 #define OPTIML_TN 8
+#endif
+#ifndef OPTIML_GROUP_M
+#define OPTIML_GROUP_M 1
 #endif
 #ifndef OPTIML_A
 #define OPTIML_A(m, k) A[(size_t)(m) * K + (k)]
@@ -72,7 +76,12 @@ optiml_gemm_f32_warp(const float* __restrict__ A, const float* __restrict__ B, f
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm0 = (warp / (BN / WN)) * WM, wn0 = (warp % (BN / WN)) * WN;
     const int lm = (lane / LANES_N) * 4, ln = (lane % LANES_N) * 4;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    // the blocks in bands of GROUP_M tile rows, each band column by column: blocks running together
+    // share their tiles of B (and of A) in L2 instead of each reading B's columns from DRAM
+    const int optiml_grid_n = gridDim.x, optiml_grid_m = gridDim.y, optiml_bid = blockIdx.y * optiml_grid_n + blockIdx.x;
+    const int optiml_band = optiml_bid / (OPTIML_GROUP_M * optiml_grid_n), optiml_first = optiml_band * OPTIML_GROUP_M;
+    const int optiml_rows = min(optiml_grid_m - optiml_first, OPTIML_GROUP_M), optiml_in_band = optiml_bid % (OPTIML_GROUP_M * optiml_grid_n);
+    const int m0 = (optiml_first + optiml_in_band % optiml_rows) * BM, n0 = (optiml_in_band / optiml_rows) * BN;
     const int Mx = OPTIML_M, Nx = OPTIML_N, Kx = OPTIML_K;
     const float* __restrict__ Ap = OPTIML_A_PTR;
     const float* __restrict__ Bp = OPTIML_B_PTR;
