@@ -3,12 +3,15 @@ the CPU. Never a GPU result: it tells whether a draft's launch and arguments mak
 what the task computes, at small sizes, on a machine without a GPU.
 
 A kernel whose threads never cooperate runs every thread of the grid in turn (:data:`SHIM`). One that
-cooperates (barriers, shuffles, shared memory, atomics) runs each block's threads as real threads
-(:data:`THREADED`): ``__syncthreads`` a barrier of the block, each warp of 32 consecutive threads a
-barrier of its own, shuffles an exchange through the warp's slots between two of its barriers, atomics
-under one lock; a thread that returns leaves its barriers (as a GPU's exited threads do); blocks run
-one after another. Dynamic shared memory is a heap block of the launch's size, so AddressSanitizer sees
-a launch that gives too little.
+cooperates (barriers, shuffles) runs each block's threads together (:data:`THREADED`): as fibers on
+one OS thread in the plain build (each runs until it waits at a barrier or returns, then the next;
+switched without a system call, so a launch of millions of threads takes about a second), as real
+threads under AddressSanitizer. ``__syncthreads`` is a barrier of the block, each warp of 32
+consecutive threads a barrier of its own, shuffles an exchange through the warp's slots between two of
+its barriers, atomics under one lock; a thread that returns leaves its barriers (as a GPU's exited
+threads do); blocks run one after another. Shared memory starts each block as NaN, as garbage would
+on a GPU. Dynamic shared memory is a heap block of the launch's size, so AddressSanitizer sees a
+launch that gives too little.
 
 :class:`HostKernel` compiles a kernel once; each :meth:`HostKernel.run` gives the launch, the scalars
 and the arrays at run time and returns the arrays afterwards, or the sentence why it did not run.
@@ -126,14 +129,46 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn) {
 
 THREADED = _COMMON + r"""
 #include <barrier>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+#ifdef OPTIML_FIBERS
+// a block's threads as fibers on one OS thread (ucontext): each runs until it waits at a barrier or
+// exits, then the next; a barrier opens when every thread still running has arrived
+// (made once a thread index by makecontext, then switched by _setjmp/_longjmp, no system call; a
+// fiber that finished its block waits for the next one, so blocks cost no new contexts)
+#include <setjmp.h>
+#include <ucontext.h>
+static dim3 threadIdx, blockIdx;                 // the running fiber's, set at each switch
+struct optiml_barrier_t;
+struct optiml_fiber { ucontext_t ctx; jmp_buf jb; bool started = false; optiml_barrier_t *bar = nullptr;
+                      unsigned gen = 0; bool done = false; };
+static std::vector<optiml_fiber> optiml_fibers;
+static ucontext_t optiml_sched;
+static jmp_buf optiml_sched_jb;
+static int optiml_cur;
+static void optiml_yield() { if (!_setjmp(optiml_fibers[optiml_cur].jb)) _longjmp(optiml_sched_jb, 1); }
+struct optiml_barrier_t {
+    int expected, arrived = 0;
+    unsigned gen = 0;
+    explicit optiml_barrier_t(int n) : expected(n) {}
+    void arrive_and_wait() {
+        if (++arrived == expected) { arrived = 0; gen++; return; }
+        optiml_fiber &f = optiml_fibers[optiml_cur];
+        f.bar = this; f.gen = gen;
+        optiml_yield();
+    }
+    void arrive_and_drop() { expected--; if (arrived > 0 && arrived == expected) { arrived = 0; gen++; } }
+};
+#else
+typedef std::barrier<> optiml_barrier_t;
 static thread_local dim3 threadIdx, blockIdx;
+#endif
 static dim3 blockDim, gridDim;
-struct optiml_host_warp { std::unique_ptr<std::barrier<>> bar; unsigned long long slot[32]; };
-static std::unique_ptr<std::barrier<>> optiml_host_block;
+struct optiml_host_warp { std::unique_ptr<optiml_barrier_t> bar; unsigned long long slot[32]; };
+static std::unique_ptr<optiml_barrier_t> optiml_host_block;
 static std::vector<optiml_host_warp> optiml_host_warps;
 static std::mutex optiml_host_atomics;
 static inline int optiml_host_tid() { return threadIdx.x + (threadIdx.y + threadIdx.z * blockDim.y) * blockDim.x; }
@@ -174,6 +209,65 @@ template <typename T, typename U> static T atomicMax(T *p, U v) { T o; OPTIML_LO
 template <typename T, typename U> static T atomicMin(T *p, U v) { T o; OPTIML_LOCKED(o = *p; *p = std::min(o, (T)v);) return o; }
 template <typename T, typename U> static T atomicExch(T *p, U v) { T o; OPTIML_LOCKED(o = *p; *p = (T)v;) return o; }
 template <typename T> static T atomicCAS(T *p, T c, T v) { T o; OPTIML_LOCKED(o = *p; if (o == c) *p = v;) return o; }
+#ifdef OPTIML_FIBERS
+static std::function<void()> optiml_fiber_kernel;
+static void optiml_fiber_entry(int t) {
+    for (;;) {                                             // one block after another
+        optiml_fiber_kernel();
+        optiml_host_warps[t / 32].bar->arrive_and_drop();  // an exited thread leaves its barriers
+        optiml_host_block->arrive_and_drop();
+        optiml_fibers[t].done = true;
+        optiml_yield();
+    }
+}
+template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
+    const int n = blockDim.x * blockDim.y * blockDim.z;
+    const size_t stack = 256 << 10;
+    static std::vector<std::unique_ptr<char[]>> stacks;
+    while ((int)stacks.size() < n) stacks.emplace_back(new char[stack]);
+    optiml_fiber_kernel = kernel;
+    optiml_fibers = std::vector<optiml_fiber>(n);
+    for (int t = 0; t < n; t++) {
+        getcontext(&optiml_fibers[t].ctx);
+        optiml_fibers[t].ctx.uc_stack.ss_sp = stacks[t].get();
+        optiml_fibers[t].ctx.uc_stack.ss_size = stack;
+        optiml_fibers[t].ctx.uc_link = &optiml_sched;
+        makecontext(&optiml_fibers[t].ctx, (void (*)())optiml_fiber_entry, 1, t);
+    }
+    for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
+    for (unsigned bx = 0; bx < gridDim.x; bx++) {
+        optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
+        memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
+        optiml_host_block_no++;
+        optiml_host_block = std::make_unique<optiml_barrier_t>(n);
+        optiml_host_warps = std::vector<optiml_host_warp>((n + 31) / 32);
+        for (int w = 0; w < (n + 31) / 32; w++)
+            optiml_host_warps[w].bar = std::make_unique<optiml_barrier_t>(std::min(32, n - 32 * w));
+        for (auto &f : optiml_fibers) { f.done = false; f.bar = nullptr; }
+        blockIdx.x = bx; blockIdx.y = by; blockIdx.z = bz;
+        for (;;) {
+            bool alive = false, ran = false;
+            for (int t = 0; t < n; t++) {
+                optiml_fiber &f = optiml_fibers[t];
+                if (f.done) continue;
+                alive = true;
+                if (f.bar != nullptr && f.bar->gen == f.gen) continue;         // its barrier is still closed
+                f.bar = nullptr;
+                optiml_cur = t;
+                threadIdx.x = t % blockDim.x; threadIdx.y = (t / blockDim.x) % blockDim.y; threadIdx.z = t / (blockDim.x * blockDim.y);
+                if (!_setjmp(optiml_sched_jb)) {
+                    if (!f.started) { f.started = true; swapcontext(&optiml_sched, &f.ctx); }
+                    else _longjmp(f.jb, 1);
+                }
+                ran = true;
+            }
+            if (!alive) break;
+            if (!ran) { fprintf(stderr, "a barrier some threads of the block never reach (they wait forever)\n"); exit(5); }
+        }
+        free(optiml_host_dyn);
+    }
+}
+#else
 template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
     const int n = blockDim.x * blockDim.y * blockDim.z;
     for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
@@ -181,10 +275,10 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
         optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
         memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
         optiml_host_block_no++;
-        optiml_host_block = std::make_unique<std::barrier<>>(n);
+        optiml_host_block = std::make_unique<optiml_barrier_t>(n);
         optiml_host_warps = std::vector<optiml_host_warp>((n + 31) / 32);
         for (int w = 0; w < (n + 31) / 32; w++)
-            optiml_host_warps[w].bar = std::make_unique<std::barrier<>>(std::min(32, n - 32 * w));
+            optiml_host_warps[w].bar = std::make_unique<optiml_barrier_t>(std::min(32, n - 32 * w));
         std::vector<std::thread> ts;
         for (int t = 0; t < n; t++)
             ts.emplace_back([=] {
@@ -198,6 +292,7 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
         free(optiml_host_dyn);
     }
 }
+#endif
 """
 
 # what needs a block's threads to run at once: barriers and shuffles (shared memory and atomics alone do not)
@@ -279,7 +374,9 @@ class HostKernel:
         confirming; None where the compiler has none)."""
         if sanitize not in self._exe:
             exe = self.dir / f"{self.entry}_host{'_asan' if sanitize else ''}"
-            r = subprocess.run([GXX, "-std=c++20", "-pthread", "-O1", "-g", "-fsanitize=address" if sanitize else "-DOPTIML_PAD=1",
+            # plain: a block's threads as fibers (fast, for searching); under AddressSanitizer as OS threads
+            r = subprocess.run([GXX, "-std=c++20", "-pthread", "-O1", "-g", *(["-fsanitize=address"] if sanitize else
+                                                                            ["-DOPTIML_PAD=1", "-DOPTIML_FIBERS=1", "-U_FORTIFY_SOURCE"]),
                                 "-ffp-contract=off", "-w", "-x", "c++", str(self._src), "-o", str(exe)],
                                capture_output=True, text=True)
             if r.returncode != 0 and not sanitize:
@@ -330,8 +427,8 @@ class HostKernel:
             return f"a launch no GPU runs: grid {grid}, block {block}"
         if shared_bytes > 227 * 1024:
             return f"more dynamic shared memory than a GPU has: {shared_bytes} bytes"
-        if np.prod(grid) * np.prod(block) > (100_000 if self.threaded else 4_000_000):
-            return TOO_LARGE                # a block's threads are real threads: at most 100,000 of them
+        if np.prod(grid) * np.prod(block) > (100_000 if self.threaded and sanitize else 4_000_000):
+            return TOO_LARGE                # under AddressSanitizer a block's threads are real threads
         fd, inp = tempfile.mkstemp(dir=self.dir, suffix=".in")
         os.close(fd)
         outp = inp[:-3] + ".out"
