@@ -453,7 +453,9 @@ class NvccBuilder:
         src = d / (Path(name).name if name.endswith(".cu") else "kernel.cu")
         try:
             d.mkdir(parents=True, exist_ok=True)
-            src.write_text(source)
+            staged = d / f".{src.name}.{os.getpid()}.{threading.get_ident()}"
+            staged.write_text(source)
+            os.replace(staged, src)          # whole, even where another builder writes it too
         except OSError as e:
             raise EnvironmentProblem(f"the build cache folder {self.cache_dir} cannot be written ({e.strerror or e}); "
                                      f"set OPTIML_CACHE_DIR to a writable folder.") from None
@@ -465,11 +467,17 @@ class NvccBuilder:
                *flags]
         if include_dir is not None:
             cmd += ["-I", str(include_dir)]
-        cmd += ["-o", str(cubin), src.name]
+        # into a name of this process and thread, then moved into place: two builders (two processes, or
+        # two evaluations with builders of their own) building the same key must not mix their files
+        mine = f"{os.getpid()}.{threading.get_ident()}"
+        out = d / f"kernel.{mine}.cubin"
+        cmd += ["-o", str(out), src.name]
         t0 = time.perf_counter()
         status, log = _run_with_timeout(cmd, self.timeout_s, cwd=d)
         wall = time.perf_counter() - t0
-        if status == "ok" and not cubin.is_file():
+        if status == "ok" and out.is_file():
+            os.replace(out, cubin)
+        elif status == "ok":
             status = "compile_error"
         result = BuildResult(status=status, key=key, arch=self.arch, log=log, wall_s=wall, command=cmd,
                              cubin_path=str(cubin) if status == "ok" else None)
@@ -477,7 +485,7 @@ class NvccBuilder:
             result.resources = parse_ptxas(log)
             result.symbols = entry_symbols(result.resources)
         if status != "timeout":  # a timeout may be load-dependent: do not cache it
-            tmp = meta.with_suffix(".tmp")
+            tmp = meta.with_name(f"build.{mine}.tmp")
             tmp.write_text(json.dumps(result.to_dict()))
             os.replace(tmp, meta)
         logger.debug("nvcc {} in {:.2f}s: {}", key, wall, status)

@@ -255,3 +255,4 @@ def test_a_candidate_that_names_its_own_architecture_is_built_for_that_one_only(
     assert result.status == "ok", result.log
     assert "redefinition" not in result.log
     assert builder.build(src, ("-O3",), name="plain.cu").status == "compile_error"     # sm_90 has no wgmma
+

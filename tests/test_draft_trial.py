@@ -173,3 +173,13 @@ def test_shared_memory_no_thread_wrote_reads_as_garbage_not_as_last_blocks_value
     assert np.allclose(full["out"], x.sum())
     short = k.run((2,), (32,), 0, {"x": x, "out": np.zeros(2, np.float32)})
     assert np.isnan(short["out"]).all(), short
+
+
+def test_a_rows_length_and_count_are_among_the_sizes_tried():
+    """A LayerNorm's normalized size is the product of the output's trailing dimensions, its row count
+    the product of the leading ones: both are tried, before products of any two sizes."""
+    from optiml.draft.trial import size_exprs
+    dims = ["batch_size", "features", "dim1", "dim2"]
+    got = size_exprs(dims, dims)
+    assert "features * dim1 * dim2" in got and "batch_size * features * dim1" in got
+    assert got.index("features * dim1 * dim2") < got.index("batch_size * dim2")

@@ -150,3 +150,43 @@ def test_a_number_among_the_inputs_is_the_kernels_float_argument_and_the_referen
     A = torch.rand(5, 7)
     got = ref.reference(A=A, s=3.14, C=torch.empty(5, 7), M=5, N=7)
     assert torch.allclose(got, A * 3.14)
+
+
+def test_class_indices_are_drawn_below_the_smaller_verify_sizes_count_of_classes(tmp_path):
+    """Cross-entropy's targets index the classes: drawn as at the larger verify size, they would index
+    past the smaller one's classes (a device-side assert on the GPU)."""
+    need_torch()
+    import tomllib
+    corpus = Path(__file__).resolve().parents[1] / "bench" / "kernelbench" / "level1"
+    spec, text, _ = drafted(tmp_path, L1_TASKS / "95_CrossEntropyLoss.py", corpus / "k" / "cross_entropy.cu")
+    data = tomllib.loads(text)
+    targets = next(a for a in data["args"] if a["dtype"].startswith("int"))
+    smaller = min(s["num_classes"] for s in data["sizes"]["verify"])
+    assert targets["init"]["dist"] == "integers" and targets["init"]["high"] <= smaller, targets
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="init's testing compiles the kernel with g++")
+def test_a_size_only_a_tested_scalar_takes_reaches_the_reference_and_the_launch(tmp_path):
+    """matmul_groupnorm_lrelu_sum's G is chosen by testing as num_groups, which no array's shape says:
+    the reference reads num_groups from G (else it builds the Model with the task's 512 groups and fails
+    at the verify sizes) and the launch names the size, not the argument."""
+    torch = need_torch()
+    import tomllib
+
+    from optiml import expr
+    task = L2 / "tasks" / "62_Matmul_GroupNorm_LeakyReLU_Sum.py"
+    shutil.copy(task, tmp_path / task.name)
+    k = tmp_path / "matmul_groupnorm_lrelu_sum.cu"
+    shutil.copy(L2 / "k" / k.name, k)
+    text, ref = draft_kernelbench(tmp_path / task.name, k.read_text(), k)
+    data = tomllib.loads(text)
+    assert "G" not in data["launch"]["grid"] and "num_groups" in data["launch"]["grid"], data["launch"]
+    (tmp_path / "r.py").write_text(ref)
+    mspec = importlib.util.spec_from_file_location(f"ref_gn_{abs(hash(tmp_path))}", tmp_path / "r.py")
+    mod = importlib.util.module_from_spec(mspec)
+    mspec.loader.exec_module(mod)
+    assert mod.SIZES.get("G") == "num_groups"
+    sizes = data["sizes"]["verify"][0]
+    t = {a["name"]: (int(expr.evaluate(str(a["value"]), sizes)) if a["role"] == "scalar" else
+                     torch.rand(*[int(expr.evaluate(d, sizes)) for d in a["shape"]])) for a in data["args"]}
+    assert mod.reference(**t).shape[0] == sizes["batch_size"]       # runs at the verify size

@@ -64,6 +64,8 @@ RELATIVE = ("tests/test_compare_relative.py",)
 JUDGE = ("tests/test_runner_prepare.py",)
 DRAFT = ("tests/test_draft_tolerance.py",)
 KB_DRAFT = ("tests/test_kernelbench_draft.py", "tests/test_kernelbench.py")
+TRACED = ("tests/test_templates_traced.py", "tests/test_kernelbench_l2.py")
+TRIAL = ("tests/test_draft_trial.py",)
 EPILOGUE = ("tests/test_edits_templates.py",
             "tests/test_templates_on_host.py::test_the_fp32_gemm_template_computes_an_epilogue_written_through_locals")
 TIMING = ("tests/test_timing_stats.py", "tests/test_final_choice.py")
@@ -234,6 +236,39 @@ MUTANTS: list[Mutant] = [
     M("search", "optiml/app/optimize.py", 'if getattr(search, "stopped", None) != "exhausted" or search.evaluations >= budget:',
       'if search.evaluations >= budget:',
       ("tests/test_optimize_fakes.py::test_a_search_that_runs_out_of_proposals_says_so_and_what_would_go_further",)),
+    # -- the GEMM and its chain read from a torch reference -------------------------------------------
+    M("templates", "optiml/edits/templates/traced.py", 'return f"(1.0f / (1.0f + expf(-({x}))))"',
+      'return f"(1.0f / (1.0f + expf(({x}))))"', TRACED),
+    M("templates", "optiml/edits/templates/traced.py", "0.044715f", "0.04715f", TRACED),
+    M("templates", "optiml/edits/templates/traced.py", 'return f"(({x}) > 0.0f ? ({x}) : ({x}) * {_lit(slope)})"',
+      'return f"(({x}) < 0.0f ? ({x}) : ({x}) * {_lit(slope)})"', TRACED),
+    M("templates", "optiml/edits/templates/traced.py", 'b_layout = "kn" if bw[2] == (n, 1) else ("nk" if bw[2] == (1, k) else None)',
+      'b_layout = "nk" if bw[2] == (n, 1) else ("kn" if bw[2] == (1, k) else None)', TRACED),
+    M("templates", "optiml/edits/templates/traced.py", 'return f"({p} / {q})"', 'return f"({q} / {p})"', TRACED),
+    M("templates", "optiml/edits/templates/traced.py", '{self.mnk[1]: "OPTIML_N", self.mnk[0]: "OPTIML_M"',
+      '{self.mnk[1]: "OPTIML_M", self.mnk[0]: "OPTIML_N"', TRACED),
+    M("templates", "optiml/edits/templates/traced.py", 'acc = self.local(f"acc + {self.operand(bias)}", f"(acc + {self.formula(bias)})")',
+      'acc = self.local("acc", "acc")', TRACED),
+    M("templates", "optiml/edits/templates/traced.py", '"which no template fuses with a GEMM yet", beyond=True)',
+      '"which no template fuses with a GEMM yet")', TRACED),
+    M("templates", "optiml/edits/templates/__init__.py", "    if beyond:\n        g, why = None, why_traced\n",
+      "    if False:\n        g, why = None, why_traced\n", TRACED),
+    M("templates", "optiml/edits/templates/gemm_f32_warp.cu", "const int m0 = (optiml_first + optiml_in_band % optiml_rows) * BM",
+      "const int m0 = (optiml_first + optiml_in_band / optiml_rows) * BM", ("tests/test_templates_on_host.py",)),
+    # -- the CPU emulation and init's number inputs, argument order, integer ranges, extents
+    M("draft", "optiml/draft/emulate.py", "    return _poisoned(out)\n", "    return out\n", TRIAL),
+    M("draft", "optiml/draft/emulate.py", "if (++arrived == expected) { arrived = 0; gen++; return; }",
+      "if (++arrived == expected) { arrived = 0; return; }", TRIAL),
+    M("draft", "optiml/draft/kernelbench.py", "    _in_kernel_order(lines, args_at, [p.name for p in kern.params])\n", "", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "not small.is_floating_point() and int(small.max()) + 1 < high:",
+      "not small.is_floating_point() and int(small.max()) + 1 > high:", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "        choices[p.name] = [(v, f\"the task's input {i} (a number get_inputs() passes to forward)\")]\n",
+      "        choices[p.name] = [(1, f\"the task's input {i} (a number get_inputs() passes to forward)\")]\n", KB_DRAFT),
+    M("draft", "optiml/draft/trial.py", '        add(" * ".join(out_dims[i - 1:]))\n', "", TRIAL),
+    M("draft", "optiml/draft/kernelbench.py", '                ref_args["SIZES"][p.name] = value     # a size no array',
+      '                pass  # a size no array', ("tests/test_kernelbench_draft.py",)),
+    M("draft", "optiml/draft/trial.py", "        return \"\" if ran or larger_ran else TOO_LARGE",
+      "        return \"\" if ran else TOO_LARGE", ("tests/test_kernelbench_draft.py",)),
     # -- timing ------------------------------------------------------------------------------------
     M("timing", "optiml/verify/timing_stats.py", "iqr_ms=float(q75 - q25)", "iqr_ms=float(q90 - q10)", TIMING, planted=True),
     M("timing", "optiml/verify/gpu_timing.py", "if median_ci_rel(samples) <= tcfg.precision:",

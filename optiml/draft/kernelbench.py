@@ -355,6 +355,9 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
             ref_args["SIZES"][p.name] = value         # the reference reads the size from the argument
         if tested.verified and p.name not in sure:
             value = tested.scalars[p.name]
+            if isinstance(value, str) and value in sizes and value not in ref_args["SIZES"].values() and \
+                    not any(value in d for d in dims_of):
+                ref_args["SIZES"][p.name] = value     # a size no array's shape says (a GroupNorm's groups)
             note = dict(choices[p.name]).get(value) or ""
             note = (note.split("TODO")[0].rstrip("; ") if "TODO" in note else note)
             note = (note + "; " if note else "") + ("verified on the CPU emulation" if tested.drafted_ok else
@@ -363,7 +366,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
             note = (note if "TODO" in note else "TODO: " + note) + f"; {tested.said}"
         text_value = _q(value) if isinstance(value, str) else repr(value)
         w(f"value = {text_value}" + (f"  # {note}" if note else ""))
-        if isinstance(value, str) and dtype.startswith(("int", "uint")) and p.name not in ref_args["SIZES"]:
+        if isinstance(value, str) and dtype.startswith(("int", "uint")) and value != p.name:
             rename[p.name] = f"({value})" if "*" in value else value
         w("")
     _in_kernel_order(lines, args_at, [p.name for p in kern.params])
