@@ -78,6 +78,27 @@ def test_threads_that_cooperate_run_as_threads_and_a_launch_a_gpu_refuses_is_a_s
         host.close()
 
 
+def test_a_launch_too_large_for_the_sanitizers_threads_is_confirmed_by_the_plain_runs_at_larger_sizes():
+    """A block a row of 64 threads over 1601 rows is past what AddressSanitizer's OS threads run at
+    every case; its plain (fiber) runs at the cases and at larger sizes confirm it, and a wrong launch
+    there is still refused."""
+    from optiml.draft.trial import Case, Launch, Trial
+    host = HostKernel(ROWSUM, "rowsum", [Param("x", True, "float32"), Param("out", True, "float32"),
+                                         Param("rows", False, "int32"), Param("cols", False, "int32")])
+    rng = np.random.default_rng(1)
+
+    def case(rows, cols):
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        return Case({"R": rows, "C": cols}, {"x": x, "out": np.full(rows, np.nan, np.float32)},
+                    {"x": None, "out": x.sum(axis=1)})
+    try:
+        trial = Trial(host, [case(1601, 9), case(1603, 5)], {"THREADS": 64}, larger=lambda *spread: case(1700, 131))
+        assert trial.confirmed({"rows": "R", "cols": "C"}, Launch(("R",), ("THREADS",))) == ""
+        assert trial.confirmed({"rows": "R", "cols": "C"}, Launch(("R",), ("32",))) != ""
+    finally:
+        host.close()
+
+
 # ------------------------------------------------------------------ init --kernelbench chooses by testing
 
 torch = pytest.importorskip("torch", reason="the KernelBench tasks are PyTorch modules: pip install torch")

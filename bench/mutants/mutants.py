@@ -268,7 +268,7 @@ MUTANTS: list[Mutant] = [
     M("draft", "optiml/draft/kernelbench.py", '                ref_args["SIZES"][p.name] = value     # a size no array',
       '                pass  # a size no array', ("tests/test_kernelbench_draft.py",)),
     M("draft", "optiml/draft/trial.py", "        return \"\" if ran or larger_ran else TOO_LARGE",
-      "        return \"\" if ran else TOO_LARGE", ("tests/test_kernelbench_draft.py",)),
+      "        return \"\" if ran else TOO_LARGE", TRIAL),
     # -- timing ------------------------------------------------------------------------------------
     M("timing", "optiml/verify/timing_stats.py", "iqr_ms=float(q75 - q25)", "iqr_ms=float(q90 - q10)", TIMING, planted=True),
     M("timing", "optiml/verify/gpu_timing.py", "if median_ci_rel(samples) <= tcfg.precision:",
