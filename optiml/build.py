@@ -479,7 +479,8 @@ class NvccBuilder:
             os.replace(out, cubin)
         elif status == "ok":
             status = "compile_error"
-        result = BuildResult(status=status, key=key, arch=self.arch, log=log, wall_s=wall, command=cmd,
+        shown = [str(cubin) if c == str(out) else c for c in cmd]       # the command as it reads for the cache entry
+        result = BuildResult(status=status, key=key, arch=self.arch, log=log, wall_s=wall, command=shown,
                              cubin_path=str(cubin) if status == "ok" else None)
         if status == "ok":
             result.resources = parse_ptxas(log)

@@ -178,7 +178,8 @@ def test_a_size_only_a_tested_scalar_takes_reaches_the_reference_and_the_launch(
     shutil.copy(task, tmp_path / task.name)
     k = tmp_path / "matmul_groupnorm_lrelu_sum.cu"
     shutil.copy(L2 / "k" / k.name, k)
-    text, ref = draft_kernelbench(tmp_path / task.name, k.read_text(), k)
+    # the search's time limit raised: a loaded machine (CI's parallel tests) must not turn this into a TODO
+    text, ref = draft_kernelbench(tmp_path / task.name, k.read_text(), k, test_seconds=900)
     data = tomllib.loads(text)
     assert "G" not in data["launch"]["grid"] and "num_groups" in data["launch"]["grid"], data["launch"]
     (tmp_path / "r.py").write_text(ref)

@@ -137,12 +137,12 @@ def _init_of(t, small=None) -> str:
 
 
 def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: str | None = None,
-                      spec_path: Path | None = None, test: bool = True) -> tuple[str, str]:
+                      spec_path: Path | None = None, test: bool = True, test_seconds: float = 60.0) -> tuple[str, str]:
     """A task spec and its Python reference (the Model's forward) for a KernelBench-format task;
     the kernel's entry signature says which argument is which (pointers: inputs, then the Model's
     parameters and buffers, then outputs; integers by the name of a size). With ``test``, the
     drafted scalars and launch are run on the CPU emulation against the task, and where they do not
-    verify, the alternatives until one does (:mod:`optiml.draft.trial`)."""
+    verify, the alternatives until one does (:mod:`optiml.draft.trial`), for ``test_seconds`` at most."""
     torch = _import_torch()
     mod = _load_task(task_path)
     info = parse_source(source)
@@ -282,7 +282,8 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     sets = [(sa, [a[2] for a in arrays]), (sb, [a[3] for a in arrays])]
     tested = _trial.Outcome(False, {n: c[0][0] for n, c in choices.items()}, drafted) if not test else \
         _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, drafted, named, out_dims,
-                          {p.name for p in ints} - sure, source_added=_added(source, pointers, arrays), sizes=sizes)
+                          {p.name for p in ints} - sure, source_added=_added(source, pointers, arrays), sizes=sizes,
+                          seconds=test_seconds)
     for p in ints:                      # a size a scalar takes is a size of the spec too
         v = tested.scalars.get(p.name) if tested.verified else None
         if isinstance(v, str):
@@ -500,7 +501,7 @@ def _threads_at(sizes: dict, constants: dict, source: str):
 
 
 def _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, drafted, named, out_dims, unsure,
-                 source_added, sizes=None) -> "_trial.Outcome":
+                 source_added, sizes=None, seconds: float = 60.0) -> "_trial.Outcome":
     """The drafted scalars and launch run on the CPU emulation at the two reduced sizes against the
     task's outputs there; where they do not verify, the other choices (``choices``' alternatives for
     the ``unsure`` scalars, launches the kernel's indexing allows) until one does. The Outcome's
@@ -540,7 +541,7 @@ def _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, dr
         int_args = [q.name for q in params if not q.pointer and not q.dtype.startswith("float")]
         tries = _trial.launches(source, info.constants, named, [d for d in out_dims if d in named], drafted,
                                 int_args)
-        out = test.search(pick, tries, cost=_threads_at(sizes, info.constants, source))
+        out = test.search(pick, tries, cost=_threads_at(sizes, info.constants, source), seconds=seconds)
     finally:
         host.close()
     if out.verified:

@@ -452,10 +452,10 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
     g_traced, why_traced, beyond = gemm_from_reference(source, entry, spec)
     if beyond:
         g, why = None, why_traced
-    elif g is None:
-        g = g_traced
-        if g is None and why is not None and why_traced is not None:      # a GEMM neither reading templates
-            why = f"{why}; and {why_traced.removeprefix('not templated: ')}"
+    elif g is None and g_traced is not None:
+        g = Gemm(**g_traced)
+    elif g is None and why is not None and why_traced is not None:        # a GEMM neither reading templates
+        why = f"{why}; and {why_traced.removeprefix('not templated: ')}"
     if g is None:
         rows, why_rows = _rowwise_transforms(source, entry, spec)
         if rows:

@@ -428,12 +428,14 @@ class _Graph:
         self.node[id(out)] = self.local(c, f"{base}({inner})")
 
 
+_TEMPLATED = ("float32", "float16", "bfloat16")       # the element types the GEMM templates take
+
+
 def gemm_from_reference(source: str, entry: str, spec):
-    """(the :class:`~optiml.edits.templates.Gemm` that the spec's torch reference computes (see the
-    module) or None, why not, whether the reference computes more than a GEMM with an elementwise
+    """(the fields of the :class:`~optiml.edits.templates.Gemm` that the spec's torch reference
+    computes (see the module; the caller makes it) or None, why not, whether the reference computes more than a GEMM with an elementwise
     chain (then no reading of the kernel as one can be right)); (None, None, False) where there is
     no torch reference to trace or it multiplies no matrices."""
-    from . import _ELEMENT, Gemm
     ref = getattr(spec, "reference", None)
     if ref is None or ref.kind != "torch" or ref.path is None:
         return None, None, False
@@ -464,13 +466,13 @@ def gemm_from_reference(source: str, entry: str, spec):
         if missing:
             raise _Refused(f"the size {missing[0]} is no kernel argument, nor a quotient or product of two")
         arg = {x.name: x for x in spec.args}
-        if arg[a].dtype != arg[b].dtype or arg[a].dtype not in _ELEMENT or outs[0].dtype not in _ELEMENT:
+        if arg[a].dtype != arg[b].dtype or arg[a].dtype not in _TEMPLATED or outs[0].dtype not in _TEMPLATED:
             raise _Refused(f"inputs of {arg[a].dtype} and {arg[b].dtype} into {outs[0].dtype}")
         if math.prod(spec.shape(outs[0], sizes)) != m * n:
             raise _Refused(f"the kernel's {outs[0].name} does not hold the product's {m} x {n} elements")
         epilogue = value if not g.lines else "[&]() -> float { " + " ".join(g.lines) + f" return {value}; }}()"
         formula = g.text[value]
-        return Gemm(entry=entry, a=a, b=b, c=outs[0].name, m=kernel_sizes[names[0]], n=kernel_sizes[names[1]],
+        return dict(entry=entry, a=a, b=b, c=outs[0].name, m=kernel_sizes[names[0]], n=kernel_sizes[names[1]],
                     k=kernel_sizes[names[2]], m_size=names[0], n_size=names[1], a_layout=a_layout,
                     b_layout=b_layout, epilogue=epilogue, dtype=arg[a].dtype,
                     formula=None if formula == "acc" else formula), None, False
