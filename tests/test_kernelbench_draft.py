@@ -181,7 +181,8 @@ def test_a_size_only_a_tested_scalar_takes_reaches_the_reference_and_the_launch(
     # the search's time limit raised: a loaded machine (CI's parallel tests) must not turn this into a TODO
     text, ref = draft_kernelbench(tmp_path / task.name, k.read_text(), k, test_seconds=900)
     data = tomllib.loads(text)
-    assert "G" not in data["launch"]["grid"] and "num_groups" in data["launch"]["grid"], data["launch"]
+    assert "G" not in data["launch"]["grid"] and "num_groups" in data["launch"]["grid"], \
+        [line for line in text.splitlines() if line.startswith("grid")]
     (tmp_path / "r.py").write_text(ref)
     mspec = importlib.util.spec_from_file_location(f"ref_gn_{abs(hash(tmp_path))}", tmp_path / "r.py")
     mod = importlib.util.module_from_spec(mspec)

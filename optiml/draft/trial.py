@@ -78,6 +78,7 @@ class Trial:
     def __init__(self, host: HostKernel, cases: list[Case], constants: dict, larger=None):
         self.host, self.cases, self.constants = host, cases, constants
         self.runs = 0
+        self.timeout_s = 20.0       # a run's limit: what is left of the search's time, 20 s at least
         self._larger, self._large = larger, None      # a case past any block's size, made when first needed
         self._medium = None
 
@@ -98,7 +99,7 @@ class Trial:
             shared = _expr.evaluate_int(launch.shared, env)
         except Exception as e:                   # noqa: BLE001 - an expression the sizes cannot give
             return -1.0, f"its launch or values do not evaluate ({e})"
-        got = self.host.run(grid, block, shared, values, sanitize=sanitize)
+        got = self.host.run(grid, block, shared, values, timeout_s=self.timeout_s, sanitize=sanitize)
         if isinstance(got, str):
             return -1.0, got
         parts = {n: agreement(got[n], want) for n, want in case.after.items() if want is not None}
@@ -145,6 +146,7 @@ class Trial:
         the task's sizes, then at the larger case's) is confirmed first. Stops when one verifies at every case, when no change gets
         more right, or after ``max_runs`` runs or ``seconds``."""
         deadline = time.monotonic() + seconds
+        self.timeout_s = max(20.0, seconds)
         names = list(choices)
         cur = {n: choices[n][0] for n in names}
         lau = launches[0]
@@ -170,6 +172,8 @@ class Trial:
             nonlocal best
             picks = [q for q in picks if q != (cur, lau) and key(*q) not in refuted]
             picks = picks[:max(0, max_runs - self.runs)] if time.monotonic() < deadline else []
+            # a loaded machine runs the emulation slower: a run may take what is left of the time
+            self.timeout_s = max(20.0, deadline - time.monotonic())
             scores = list(pool.map(lambda q: self.score(q[0], q[1], small)[0], picks))
             full = sorted((i for i, f in enumerate(scores) if f == 1.0), key=lambda i: (cost(*picks[i]), i))
             for i in full[:16]:
