@@ -451,9 +451,12 @@ class NvccBuilder:
         if hit is not None:
             return hit
         src = d / (Path(name).name if name.endswith(".cu") else "kernel.cu")
+        # this process and thread's own names, each file then moved into place: two builders (two
+        # processes, or two evaluations with builders of their own) building one key must not mix files
+        mine = f"{os.getpid()}.{threading.get_ident()}"
         try:
             d.mkdir(parents=True, exist_ok=True)
-            staged = d / f".{src.name}.{os.getpid()}.{threading.get_ident()}"
+            staged = d / f".{src.name}.{mine}"
             staged.write_text(source)
             os.replace(staged, src)          # whole, even where another builder writes it too
         except OSError as e:
@@ -467,9 +470,6 @@ class NvccBuilder:
                *flags]
         if include_dir is not None:
             cmd += ["-I", str(include_dir)]
-        # into a name of this process and thread, then moved into place: two builders (two processes, or
-        # two evaluations with builders of their own) building the same key must not mix their files
-        mine = f"{os.getpid()}.{threading.get_ident()}"
         out = d / f"kernel.{mine}.cubin"
         cmd += ["-o", str(out), src.name]
         t0 = time.perf_counter()

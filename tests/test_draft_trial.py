@@ -1,7 +1,6 @@
 """Drafts chosen by testing (optiml/draft/emulate.py, optiml/draft/trial.py): the CPU emulation runs a
 kernel with the launch and scalars given at run time, and `init --kernelbench` keeps the assignment that
 computes what the task computes. Never a GPU result: these check the choice of a draft, on the CPU."""
-from pathlib import Path
 
 import numpy as np
 import pytest

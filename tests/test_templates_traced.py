@@ -11,6 +11,7 @@ import pytest
 from optiml.edits.templates import template_transforms
 from optiml.spec import load_spec
 from tests.host_emulation import GXX
+from tests.test_templates_on_host import _spec_toml
 
 torch = pytest.importorskip("torch", reason="the reference is traced with PyTorch: pip install torch")
 
@@ -29,66 +30,18 @@ __global__ void k(const float* x, const float* w, const float* bias, const float
 }
 """
 
-SPEC = """
-[kernel]
-entry = "k"
-[sizes]
-timing = {{ M = 256, K = 128, N = 64 }}
-verify = [{{ M = 13, K = 7, N = 5 }}, {{ M = 3, K = 11, N = 9 }}]
-[[args]]
-name = "x"
-dtype = "float32"
-role = "input"
-shape = ["M", "K"]
-[[args]]
-name = "w"
-dtype = "float32"
-role = "input"
-shape = ["N", "K"]
-[[args]]
-name = "bias"
-dtype = "float32"
-role = "input"
-shape = ["N"]
-[[args]]
-name = "r"
-dtype = "float32"
-role = "input"
-shape = ["M", "N"]
-[[args]]
-name = "out"
-dtype = "float32"
-role = "output"
-shape = ["M", "N"]
-[[args]]
-name = "total"
-dtype = "int32"
-role = "scalar"
-value = "M * N"
-[[args]]
-name = "inner"
-dtype = "int32"
-role = "scalar"
-value = "K"
-[[args]]
-name = "cols"
-dtype = "int32"
-role = "scalar"
-value = "N"
-[launch]
-grid = ["cdiv(M * N, 256)"]
-block = ["256"]
-[reference]
-torch = "ref.py:reference"
-"""
-
-
-def _spec(tmp_path, forward: str, kernel: str = KERNEL):
+def _spec(tmp_path, forward: str, kernel: str = KERNEL, total: str = "M * N"):
+    """The kernel, and its spec whose torch reference runs ``forward`` (x, w, bias, r given)."""
     (tmp_path / "ref.py").write_text("import torch\nimport torch.nn.functional as F\n\n"
                                      "def reference(x, w, bias, r, **_):\n" + textwrap.indent(forward, "    "))
     cu = tmp_path / "k.cu"
     cu.write_text(kernel)
-    (tmp_path / "k.toml").write_text(SPEC.format())
+    (tmp_path / "k.toml").write_text(_spec_toml(
+        "k", "M = 256, K = 128, N = 64", ["M = 13, K = 7, N = 5", "M = 3, K = 11, N = 9"],
+        [("x", "input", '["M", "K"]'), ("w", "input", '["N", "K"]'), ("bias", "input", '["N"]'),
+         ("r", "input", '["M", "N"]'), ("out", "output", '["M", "N"]')],
+        [("total", "int32", f'"{total}"'), ("inner", "int32", '"K"'), ("cols", "int32", '"N"')],
+        '["cdiv(M * N, 256)"]', '["256"]', ("1e-4", "1e-4")) + '\n[reference]\ntorch = "ref.py:reference"\n')
     return kernel, load_spec(tmp_path / "k.toml", cu, kernel_source=kernel)
 
 
@@ -140,9 +93,7 @@ __global__ void k(const float* x, const float* w, const float* bias, const float
     }
 }
 """
-    src, spec = _spec(tmp_path, "return F.layer_norm(x @ w.t(), (w.shape[0],))\n", kernel=plain)
-    (tmp_path / "k.toml").write_text(SPEC.format().replace('value = "M * N"', 'value = "M"'))
-    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    src, spec = _spec(tmp_path, "return F.layer_norm(x @ w.t(), (w.shape[0],))\n", kernel=plain, total="M")
     seed_only = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
     object.__setattr__(seed_only, "reference", type(spec.reference)())          # no torch reference
     assert template_transforms(src, "k", seed_only)[0], "the CUDA reading no longer reads this kernel as a GEMM"

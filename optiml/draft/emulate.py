@@ -99,6 +99,11 @@ template <typename T> static void optiml_host_poison(T &arr, unsigned long long 
     std::lock_guard<std::mutex> g(optiml_host_poisoning);
     if (stamp != optiml_host_block_no) { memset((void *)&arr, 0xff, sizeof(arr)); stamp = optiml_host_block_no; }
 }
+static void optiml_host_block_start(size_t dyn) {      // a new block: its dynamic shared memory, as NaN
+    optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
+    memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
+    optiml_host_block_no++;
+}
 """
 
 SHIM = _COMMON + r"""
@@ -114,9 +119,7 @@ template <typename T> static inline T atomicCAS(T *p, T c, T v) { T o = *p; if (
 template <typename F> static void optiml_host_launch(F kernel, size_t dyn) {
     for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
     for (unsigned bx = 0; bx < gridDim.x; bx++) {
-        optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
-        memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
-        optiml_host_block_no++;
+        optiml_host_block_start(dyn);
         for (unsigned tz = 0; tz < blockDim.z; tz++) for (unsigned ty = 0; ty < blockDim.y; ty++)
         for (unsigned tx = 0; tx < blockDim.x; tx++) {
             blockIdx.x = bx; blockIdx.y = by; blockIdx.z = bz; threadIdx.x = tx; threadIdx.y = ty; threadIdx.z = tz;
@@ -171,6 +174,12 @@ struct optiml_host_warp { std::unique_ptr<optiml_barrier_t> bar; unsigned long l
 static std::unique_ptr<optiml_barrier_t> optiml_host_block;
 static std::vector<optiml_host_warp> optiml_host_warps;
 static std::mutex optiml_host_atomics;
+static void optiml_host_barriers(int n) {              // a new block's: the block's and each warp's
+    optiml_host_block = std::make_unique<optiml_barrier_t>(n);
+    optiml_host_warps = std::vector<optiml_host_warp>((n + 31) / 32);
+    for (int w = 0; w < (n + 31) / 32; w++)
+        optiml_host_warps[w].bar = std::make_unique<optiml_barrier_t>(std::min(32, n - 32 * w));
+}
 static inline int optiml_host_tid() { return threadIdx.x + (threadIdx.y + threadIdx.z * blockDim.y) * blockDim.x; }
 static inline void __syncthreads() { optiml_host_block->arrive_and_wait(); }
 static inline int __syncthreads_or(int p) { static int acc; __syncthreads(); if (optiml_host_tid() == 0) acc = 0; __syncthreads();
@@ -236,13 +245,8 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
     }
     for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
     for (unsigned bx = 0; bx < gridDim.x; bx++) {
-        optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
-        memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
-        optiml_host_block_no++;
-        optiml_host_block = std::make_unique<optiml_barrier_t>(n);
-        optiml_host_warps = std::vector<optiml_host_warp>((n + 31) / 32);
-        for (int w = 0; w < (n + 31) / 32; w++)
-            optiml_host_warps[w].bar = std::make_unique<optiml_barrier_t>(std::min(32, n - 32 * w));
+        optiml_host_block_start(dyn);
+        optiml_host_barriers(n);
         for (auto &f : optiml_fibers) { f.done = false; f.bar = nullptr; }
         blockIdx.x = bx; blockIdx.y = by; blockIdx.z = bz;
         for (;;) {
@@ -272,13 +276,8 @@ template <typename F> static void optiml_host_launch(F kernel, size_t dyn = 0) {
     const int n = blockDim.x * blockDim.y * blockDim.z;
     for (unsigned bz = 0; bz < gridDim.z; bz++) for (unsigned by = 0; by < gridDim.y; by++)
     for (unsigned bx = 0; bx < gridDim.x; bx++) {
-        optiml_host_dyn = (char *)malloc(dyn ? dyn : 1);
-        memset(optiml_host_dyn, 0xff, dyn ? dyn : 1);
-        optiml_host_block_no++;
-        optiml_host_block = std::make_unique<optiml_barrier_t>(n);
-        optiml_host_warps = std::vector<optiml_host_warp>((n + 31) / 32);
-        for (int w = 0; w < (n + 31) / 32; w++)
-            optiml_host_warps[w].bar = std::make_unique<optiml_barrier_t>(std::min(32, n - 32 * w));
+        optiml_host_block_start(dyn);
+        optiml_host_barriers(n);
         std::vector<std::thread> ts;
         for (int t = 0; t < n; t++)
             ts.emplace_back([=] {

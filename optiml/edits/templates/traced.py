@@ -151,7 +151,8 @@ _SAME = {"clone", "detach", "alias", "contiguous", "lift_fresh", "_to_copy", "to
 def trace_reference(spec, source: str, sizes: dict | None = None):
     """Run the spec's torch reference once on the CPU at ``sizes`` (default: its first verify size
     whose sizes differ from each other) with random arrays, recording each ATen op. Returns
-    (ops, arrays, sizes): ops a list of (name, args, kwargs, out); arrays {argument name: its tensor}."""
+    (ops, arrays, sizes, what it returned): ops a list of (name, args, kwargs, out); arrays {argument
+    name: its tensor}."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -226,11 +227,10 @@ def _kernel_size(target: str, spec, sizes_of: dict) -> str | None:
 class _Graph:
     """The recorded ops read as a GEMM and the elementwise chain on its result."""
 
-    def __init__(self, ops, arrays, sizes, result, spec, out_name: str):
+    def __init__(self, ops, arrays, sizes, result):
         import torch
         self.torch = torch
-        self.ops, self.arrays, self.sizes, self.result, self.spec = ops, arrays, sizes, result, spec
-        self.out_name = out_name
+        self.ops, self.arrays, self.sizes, self.result = ops, arrays, sizes, result
         # the storage each argument lives in (a Model's parameter copied from one lives in its own)
         self.storage = {t.untyped_storage().data_ptr(): name for name, t in arrays.items()}
         self.keep = []              # every tensor seen stays alive, so no id is reused
@@ -448,7 +448,7 @@ def gemm_from_reference(source: str, entry: str, spec):
         return None, "the reference is not traced: the kernel has more than one output", False
     try:
         ops, arrays, sizes, result = trace_reference(spec, source)
-        g = _Graph(ops, arrays, sizes, result, spec, outs[0].name)
+        g = _Graph(ops, arrays, sizes, result)
         kernel_sizes = {}
         for s in sizes:
             e = _kernel_size(s, spec, sizes)
