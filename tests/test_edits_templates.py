@@ -222,7 +222,8 @@ def test_the_template_is_real_cuda_on_its_own(tmp_path, name):
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     t = next(t for t in GEMM_TEMPLATES if t.name == name)
-    r = build(tmp_path, template_text(f"{name}.cu"), flags=t.flags)
+    r = build(tmp_path, "".join(f"#define {k} {v}\n" for k, v in t.defines) + template_text(f"{t.stem}.cu"),
+              flags=t.flags)
     assert r.returncode == 0, r.stderr
 
 
@@ -231,7 +232,7 @@ def test_the_instantiation_keeps_the_signature_and_carries_its_launch():
     out = instantiate_gemm(LINEAR, g)
     assert out.startswith("#include <cuda_runtime.h>\n")
     assert "linear_relu(const float* x, const float* w, const float* bias, float* y, int M, int N, int K) {" in out
-    assert "#define OPTIML_B(k, n) w[(size_t)(n) * (K) + (k)]" in out and "#define OPTIML_B_ALONG_K 1" in out
+    assert "#define OPTIML_B(optiml_k, optiml_n) w[(size_t)(optiml_n) * (K) + (optiml_k)]" in out and "#define OPTIML_B_ALONG_K 1" in out
     assert "#define OPTIML_EPILOGUE(acc, m, n) (fmaxf((acc) + bias[n], 0.0f))" in out
     launch = parse_source(out).launch
     assert launch.grid == ("cdiv(N, OPTIML_BN)", "cdiv(M, OPTIML_BM)")
@@ -286,14 +287,14 @@ def test_the_template_candidate_builds_and_launches_through_the_runner(tmp_path)
     (tmp_path / "linear.toml").write_text(SPEC_TOML)
     spec = load_spec(tmp_path / "linear.toml", tmp_path / "linear.cu", kernel_source=LINEAR)
     ts, why = template_transforms(LINEAR, "linear_relu", spec)
-    assert why is None and [t.edit.split(" (")[0] for t in ts] == ["template gemm_f32_warp"]
+    assert why is None and [t.edit.split(" (")[0] for t in ts] == ["template gemm_f32_warp", "template gemm_f32_3xtf32"]
     harness = RecordingFakeHarness()
     ev = evaluator(spec, LINEAR, NvccBuilder("sm_90", cache_dir=tmp_path / "c"), harness)
-    for t, grid in zip(ts, [(64, 8, 1)]):                  # the timing size: 1024 x 8192
+    for t, block, smem in zip(ts, [256, 128], [0, 3 * (128 + 128 + 16) * (16 + 8) * 4]):
         r = ev.evaluate(Candidate(t.source))
         assert r.status == "ok", r.message
-        launch = harness.jobs[-1].candidate.launches[0]
-        assert launch.block == (256, 1, 1) and launch.grid == grid
+        launch = harness.jobs[-1].candidate.launches[0]         # the timing size: 1024 x 8192
+        assert launch.block == (block, 1, 1) and launch.grid == (64, 8, 1) and launch.shared_mem == smem
 
 
 SPEC_TOML = """
@@ -350,7 +351,7 @@ def test_the_rules_offer_the_template_first_at_the_seed_and_nowhere_else():
     made, why = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
     prop = RulesProposer(templates=(LINEAR, made, why))
     first = prop.propose(NodeView(source=LINEAR, entry="linear_relu"), 1, random.Random(0))
-    assert first[0].edit.startswith("template gemm_f32_warp")
+    assert first[0].edit.startswith("template gemm_f32_3xtf32")         # the higher prior of the two
     other = LINEAR.replace("++k", "k++")
     assert not any(p.edit.startswith("template") for p in prop.candidates(NodeView(source=other, entry="linear_relu")))
 
@@ -379,7 +380,7 @@ def test_no_templates_means_none_offered():
     view = NodeView(source=LINEAR, entry="linear_relu")
     assert any(p.edit.startswith("template") for p in on.candidates(view))
     assert not any(p.edit.startswith("template") for p in off.candidates(view))
-    assert not any("tf32" in p.edit for p in on.candidates(view))
+    assert not any("gemm_tf32_mma" in p.edit for p in on.candidates(view))
     assert any(p.edit.startswith("template gemm_tf32_mma") for p in tf32.candidates(view))
 
 
@@ -483,7 +484,7 @@ def test_a_template_node_is_tuned_by_valid_moves_of_the_templates_space():
 def test_const_is_not_offered_on_a_pointer_a_macro_writes_through():
     from optiml.edits.transforms import add_const
     made, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)
-    assert "OPTIML_C(m, n) y[" in made[0].source and add_const(made[0].source, "linear_relu") == []
+    assert "OPTIML_C(optiml_m, optiml_n) y[" in made[0].source and add_const(made[0].source, "linear_relu") == []
     assert [t.edit for t in add_const(LINEAR.replace("const float* x", "float* x"), "linear_relu")] == ["const on x"]
 
 
@@ -515,9 +516,11 @@ def test_the_tf32_template_is_offered_only_to_a_user_who_opts_in():
     on, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC, arch="sm_90", tf32=True)
     old, _ = template_transforms(LINEAR, "linear_relu", LINEAR_SPEC, arch="sm_75", tf32=True)
     names = lambda made: [t.edit.split(" (")[0] for t in made]
-    assert names(off) == ["template gemm_f32_warp"] == names(old)
-    assert names(on) == ["template gemm_f32_warp", "template gemm_tf32_mma"]
+    assert names(old) == ["template gemm_f32_warp"]
+    assert names(off) == ["template gemm_f32_warp", "template gemm_f32_3xtf32"]    # fp32-accurate: no opt-in
+    assert names(on) == ["template gemm_f32_warp", "template gemm_tf32_mma", "template gemm_f32_3xtf32"]
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in on[1].source
+    assert "#define OPTIML_TF32_SPLIT 1" in on[2].source and "#define OPTIML_TF32_SPLIT 1" not in on[1].source
     from click.testing import CliRunner
     from optiml.cli import main
     assert "--tf32" in CliRunner().invoke(main, ["optimize", "--help"]).output
@@ -539,3 +542,23 @@ def test_a_kernel_whose_sizes_are_named_like_the_templates_locals_still_builds(t
     assert g is not None, why
     t32 = [t for t in GEMM_TEMPLATES if "float32" in t.dtypes]
     assert build_all(tmp_path, [instantiate_gemm(src, g, None, t.name) for t in t32], "linear_relu") == []
+
+
+def test_an_epilogue_reading_a_size_named_like_a_placeholder_reads_the_size():
+    """A kernel whose N is an argument named n (the epilogue's column placeholder) and whose output
+    adds a residual at row * n + col: the epilogue reads the size through OPTIML_N, the column as n,
+    and the instantiation's operand macros take parameters no argument is named."""
+    src = ("__global__ void mm(const float *A, const float *B, const float *R, float *C, int m, int n, int k) {\n"
+           "    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;\n"
+           "    if (r >= m || c >= n) return;\n    float acc = 0.f;\n"
+           "    for (int i = 0; i < k; i++) acc += A[(size_t)r * k + i] * B[(size_t)i * n + c];\n"
+           "    C[(size_t)r * n + c] = acc + R[(size_t)r * n + c];\n}\n")
+    spec = spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("R", "input", ("M", "N")),
+                   arg("C", "output", ("M", "N")), sizes=())
+    spec.args += [arg("m", "scalar", dtype="int32", value="M"), arg("n", "scalar", dtype="int32", value="N"),
+                  arg("k", "scalar", dtype="int32", value="K")]
+    g, why = recognize_gemm(src, "mm", spec)
+    assert g is not None, why
+    assert g.epilogue == "acc + R[(size_t)m * OPTIML_N + n]", g.epilogue
+    made = instantiate_gemm(src, g, None, "gemm_f32_warp")
+    assert "#define OPTIML_A(optiml_m, optiml_k) A[(size_t)(optiml_m) * (k) + (optiml_k)]" in made

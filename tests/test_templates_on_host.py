@@ -131,6 +131,37 @@ def test_the_fp32_gemm_template_computes_an_epilogue_written_through_locals(tmp_
     _agree(spec, want[0], got[0], ("linear_relu through locals", t.start))
 
 
+
+def test_the_gemm_templates_keep_working_where_the_arguments_are_named_like_their_locals(tmp_path):
+    """A first kernel whose arguments are named a, b, c, acc, m, n, k (names the templates' bodies
+    also declare): gemm_f32_warp computes it on the host, and no template's body declares a name of
+    the signature, which its operand macros would then read instead of the argument."""
+    from optiml.edits.cutree import _entry_def, _params, _tree
+    from optiml.edits.templates import GEMM_TEMPLATES, _declared, instantiate_gemm, recognize_gemm
+    import shutil
+    from optiml.spec import load_spec
+    k = BENCH / "templates" / "operations" / "linear_relu.cu"
+    names = {"x": "a", "w": "b", "bias": "c", "y": "acc", "M": "m", "N": "n", "K": "k"}
+    src = re.sub(r"\bk\b", "kk", k.read_text())
+    src = re.sub(r"(?<!\.)\b(x|w|bias|y|M|N|K)\b", lambda m: names[m.group(1)], src)
+    toml = re.sub(r'name = "(\w+)"', lambda m: f'name = "{names[m.group(1)]}"', k.with_suffix(".toml").read_text())
+    (tmp_path / "k.cu").write_text(src)
+    (tmp_path / "k.toml").write_text(toml)
+    shutil.copy(k.parent / "ref.py", tmp_path / "ref.py")
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    g, why = recognize_gemm(src, spec.entry, spec)
+    assert g is not None, why
+    sizes = {"M": 37, "N": 68, "K": 44}
+    want = _run(tmp_path, "orig", spec, src, sizes, offsets=(0,))
+    for t in GEMM_TEMPLATES:
+        made = instantiate_gemm(src, g, None, t.name)
+        fn, _ = _entry_def(_tree(made), spec.entry)
+        body = made.encode()[fn.child_by_field_name("body").start_byte + 1:fn.end_byte].decode()
+        assert not _declared(body) & set(names.values()), t.name
+        if t.name == "gemm_f32_warp":
+            got = _run(tmp_path, "t", spec, made, sizes, offsets=(0,))
+            _agree(spec, want[0], got[0], ("linear_relu, arguments named like locals", t.start))
+
 FLATS = [
     ("templates/rewrites", "silu", {"n": 1003}),
     ("templates/operations", "bias_gelu", {"rows": 7, "cols": 149}),

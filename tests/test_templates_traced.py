@@ -54,7 +54,7 @@ def test_a_gemm_whose_epilogue_the_kernel_hides_is_read_from_the_reference(tmp_p
     assert "#define OPTIML_M ((total / cols))" in text and "#define OPTIML_N (cols)" in text
     assert "#define OPTIML_K (inner)" in text
     assert "(float)r[(size_t)(m) * OPTIML_N + (size_t)(n)]" in text
-    assert "OPTIML_B(k, n) w[(size_t)(n) * (inner) + (k)]" in text          # nn.Linear's weight, N x K
+    assert "OPTIML_B(optiml_k, optiml_n) w[(size_t)(optiml_n) * (inner) + (optiml_k)]" in text          # nn.Linear's weight, N x K
     assert "from the reference" in made[0].rationale and "leaky_relu" in made[0].rationale
     assert "// optiml:launch {grid = [\"cdiv(N, OPTIML_BN)\", \"cdiv(M, OPTIML_BM)\"]" in text
 
@@ -63,7 +63,7 @@ def test_b_stored_k_by_n_reads_as_such(tmp_path):
     src, spec = _spec(tmp_path, "return torch.tanh(x @ w.reshape(x.shape[1], -1) + bias) + r\n")
     made, why = template_transforms(src, "k", spec)
     assert made, why
-    assert "OPTIML_B(k, n) w[(size_t)(k) * (cols) + (n)]" in made[0].source
+    assert "OPTIML_B(optiml_k, optiml_n) w[(size_t)(optiml_k) * (cols) + (optiml_n)]" in made[0].source
 
 
 @pytest.mark.parametrize("forward, said", [

@@ -140,7 +140,9 @@ def _time(args) -> None:
         arrays, out, ref, vendor, (atol, rtol) = operands(task, M, N, K, gen)
         want = ref()
         vendor_ms = []
-        print(f"\n## {task} M={M} N={N} K={K}\n\n| template | point | ms | vs cuBLAS | odd sizes | at size |\n|---|---|---|---|---|---|",
+        vendor_err = float((vendor().float() - want).abs().max())
+        print(f"\n## {task} M={M} N={N} K={K}\n\nmax error against fp64: cuBLAS {vendor_err:.2e}\n\n"
+              "| template | point | ms | vs cuBLAS | odd sizes | at size | max error |\n|---|---|---|---|---|---|---|",
               flush=True)
         for j in (j for j in jobs if j["task"] == task):
             odd_ok = True
@@ -154,13 +156,15 @@ def _time(args) -> None:
             run()
             torch.cuda.synchronize()
             ok = bool(torch.allclose(out.float(), want.float(), atol=atol, rtol=rtol))
+            err = float((out.float() - want.float()).abs().max())
             v = median_ms(vendor, args.reps)         # alternately: cuBLAS, then the point
             ms = median_ms(run, args.reps)
             vendor_ms.append(v)
             pt = " ".join(f"{k.removeprefix('OPTIML_')}={x}" for k, x in j["point"].items())
-            rows.append(dict(task=task, template=j["template"], point=j["point"], ms=ms, cublas_ms=v, odd_ok=odd_ok, ok=ok))
+            rows.append(dict(task=task, template=j["template"], point=j["point"], ms=ms, cublas_ms=v, odd_ok=odd_ok, ok=ok,
+                             max_error=err, cublas_max_error=vendor_err))
             print(f"| {j['template']} | {pt} | {ms:.3f} | {v / ms:.0%} | {'ok' if odd_ok else 'WRONG'} | "
-                  f"{'ok' if ok else 'WRONG'} |", flush=True)
+                  f"{'ok' if ok else 'WRONG'} | {err:.2e} |", flush=True)
         best = min((r for r in rows if r["task"] == task and r["ok"] and r["odd_ok"]), key=lambda r: r["ms"], default=None)
         cub = statistics.median(vendor_ms)
         flops = 2 * M * N * K

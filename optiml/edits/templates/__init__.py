@@ -43,6 +43,12 @@ class GemmTemplate(Spaced):
     archs: tuple = ()                                     # the GPUs it runs on (empty: any it compiles for)
     tf32: bool = False                                    # offered only when the user opts in to TF32
     min_sm: int = 0                                       # the oldest GPU it runs on (sm_XY as XY)
+    file: str = ""                                        # its CUDA file's stem where not its name
+    defines: tuple = ()                                   # (macro, value) it fixes in that file
+
+    @property
+    def stem(self) -> str:
+        return self.file or self.name
 
 
 _WMMA_RESTRICTIONS = (
@@ -104,6 +110,18 @@ GEMM_TEMPLATES = (
                  threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", restrictions=_TF32_RESTRICTIONS,
                  shared_mem="OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 4",
                  min_sm=80, tf32=True),
+    GemmTemplate("gemm_f32_3xtf32", ("float32",),
+                 {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 16, "OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 2,
+                  "OPTIML_STAGES": 3},
+                 {"OPTIML_BM": [64, 128], "OPTIML_BN": [64, 128], "OPTIML_BK": [16, 32],
+                  "OPTIML_WARPS_M": [2, 4], "OPTIML_WARPS_N": [2, 4], "OPTIML_STAGES": [2, 3, 4]},
+                 "fp32 on the tensor cores as three TF32 products (each operand split into a TF32 part and the "
+                 "TF32 rounding of its rest, small x big + big x small + big x big through mma.sync m16n8k8, "
+                 "each 8-deep step added to the fp32 accumulators rounded to nearest: as accurate as fp32 on "
+                 "the SIMT cores), the next STAGES - 1 tiles copied by cp.async while one is multiplied", 1.2,
+                 threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", restrictions=_TF32_RESTRICTIONS,
+                 shared_mem="OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 4",
+                 min_sm=80, file="gemm_tf32_mma", defines=(("OPTIML_TF32_SPLIT", 1),)),
     GemmTemplate("gemm_f16_wgmma", ("float16", "bfloat16"),
                  {"OPTIML_BN": 256, "OPTIML_MW": 1, "OPTIML_WGS": 2, "OPTIML_STAGES": 4, "OPTIML_GROUP_M": 8},
                  {"OPTIML_BN": [128, 256], "OPTIML_MW": [1, 2], "OPTIML_WGS": [1, 2], "OPTIML_STAGES": [3, 4, 5, 6],
@@ -329,12 +347,16 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     if not (a_ok and b_ok):
         return None, f"not a GEMM: {x}[{ex}] and {y}[{ey}] do not index the spec's layouts"
     a_layout, b_layout = a_ok[0], b_ok[0]
-    # the epilogue: only the accumulator, the row and column, arguments and math
+    # the epilogue: only the accumulator, the row and column, arguments and math; a size the kernel
+    # names like a placeholder (its N named n) read through the operand macros' own size
+    for size, macro in ((mname, "OPTIML_M"), (nname, "OPTIML_N"), (kname, "OPTIML_K")):
+        if size in ("acc", "m", "n"):
+            epi = re.sub(rf"(?<![\w.]){size}\b", macro, epi)
     e = re.sub(acc_re, "acc", epi)
     e = re.sub(rf"\b{re.escape(row)}\b", "m", e)
     e = re.sub(rf"\b{re.escape(colv)}\b", "n", e)
     names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", re.sub(r"(?<![\w.])\d+\.?\d*(?:[eE][+-]?\d+)?[fF]?", " ", e)))
-    unknown = names - {"acc", "m", "n"} - set(params) - _MATH
+    unknown = names - {"acc", "m", "n", "OPTIML_M", "OPTIML_N", "OPTIML_K"} - set(params) - _MATH
     if unknown:
         return None, f"not templated: the epilogue uses {', '.join(sorted(unknown))}, which is not an argument"
     return Gemm(entry=entry, a=x, b=y, c=z, m=mname, n=nname, k=kname, m_size=m_size, n_size=n_size,
@@ -388,6 +410,36 @@ def _loaded_from(body, tile: str, pointers: set, shared: dict) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+_DECLARATORS = {"init_declarator", "pointer_declarator", "array_declarator", "reference_declarator"}
+_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/|[A-Za-z_]\w*', re.S)
+
+
+def _declared(body: str) -> set[str]:
+    """The names a template's function body (its text after the opening brace) declares: locals,
+    lambdas' parameters, loop variables."""
+    out = set()
+    for n in _walk(_tree("void optiml_body() {" + body)):
+        if n.type not in ("declaration", "parameter_declaration"):
+            continue
+        for d in n.children_by_field_name("declarator"):
+            while d is not None and d.type in _DECLARATORS:
+                d = d.child_by_field_name("declarator")
+            if d is not None and d.type == "identifier":
+                out.add(_t(d))
+    return out
+
+
+def unshadowed(body: str, names: set[str]) -> str:
+    """``body`` (a template's function body) with each local it declares under one of ``names`` (the
+    user's parameters, which the operand and epilogue macros name) renamed ``optiml_local_<name>``: a
+    template local named like the user's ``a`` or ``bias`` would otherwise stand for that argument
+    wherever a macro is expanded in its scope. Strings (inline PTX) and comments are left alone."""
+    clash = names & _declared(body)
+    if not clash:
+        return body
+    return _TOKENS.sub(lambda m: f"optiml_local_{m.group(0)}" if m.group(0) in clash else m.group(0), body)
+
+
 def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template: str = "gemm_f32_warp") -> str:
     """``source`` with its entry replaced by the GEMM ``template`` behind the same signature, the
     operand macros written for ``g``, the tuning constants set (``values``, else the template's
@@ -396,19 +448,22 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
     root = _tree(source)
     fn, fdecl = _entry_def(root, g.entry)
     vals = dict(t.start, **(values or {}))
-    a = (f"{g.a}[(size_t)(m) * ({g.k}) + (k)]" if g.a_layout == "mk" else f"{g.a}[(size_t)(k) * ({g.m}) + (m)]")
-    b = (f"{g.b}[(size_t)(k) * ({g.n}) + (n)]" if g.b_layout == "kn" else f"{g.b}[(size_t)(n) * ({g.k}) + (k)]")
+    # the macros' parameters named apart from the kernel's own names (a K argument named k)
+    a = (f"{g.a}[(size_t)(optiml_m) * ({g.k}) + (optiml_k)]" if g.a_layout == "mk" else
+         f"{g.a}[(size_t)(optiml_k) * ({g.m}) + (optiml_m)]")
+    b = (f"{g.b}[(size_t)(optiml_k) * ({g.n}) + (optiml_n)]" if g.b_layout == "kn" else
+         f"{g.b}[(size_t)(optiml_n) * ({g.k}) + (optiml_k)]")
     epi = re.sub(r"\bacc\b", "(acc)", g.epilogue)
-    defines = [f"#define {k} {v}" for k, v in vals.items()] + [
-        f"#define OPTIML_A(m, k) {a}", f"#define OPTIML_B(k, n) {b}",
-        f"#define OPTIML_C(m, n) {g.c}[(size_t)(m) * ({g.n}) + (n)]",
+    defines = [f"#define {k} {v}" for k, v in (*vals.items(), *t.defines)] + [
+        f"#define OPTIML_A(optiml_m, optiml_k) {a}", f"#define OPTIML_B(optiml_k, optiml_n) {b}",
+        f"#define OPTIML_C(optiml_m, optiml_n) {g.c}[(size_t)(optiml_m) * ({g.n}) + (optiml_n)]",
         f"#define OPTIML_A_PTR {g.a}", f"#define OPTIML_B_PTR {g.b}",
         f"#define OPTIML_M ({g.m})", f"#define OPTIML_N ({g.n})", f"#define OPTIML_K ({g.k})",
         f"#define OPTIML_A_ALONG_M {1 if g.a_layout == 'km' else 0}",
         f"#define OPTIML_B_ALONG_K {1 if g.b_layout == 'nk' else 0}",
         f"#define OPTIML_T {_ELEMENT[g.dtype]}", f"#define OPTIML_BF16 {int(g.dtype == 'bfloat16')}",
         f"#define OPTIML_EPILOGUE(acc, m, n) ({epi})"]
-    text = template_text(f"{t.name}.cu")
+    text = template_text(f"{t.stem}.cu")
     includes = [ln for ln in text.splitlines() if ln.startswith("#include") and ln not in source]
     helpers = ""
     if "// optiml:helpers begin" in text:
@@ -416,8 +471,8 @@ def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template:
         helpers = text[start:text.index("// optiml:helpers end", start)] + "// optiml:helpers end\n"
     body = text[text.index("__global__ void"):]
     head, _, rest = body.partition("// optiml:template-signature")
-    sig = head[:head.index(f"optiml_{t.name}(")] + g.entry + _t(fdecl.child_by_field_name("parameters")) + " {"
-    kernel = sig + rest
+    sig = head[:head.index(f"optiml_{t.stem}(")] + g.entry + _t(fdecl.child_by_field_name("parameters")) + " {"
+    kernel = sig + unshadowed(rest, {name for name, *_ in _params(fdecl)})
     launch = (f'// optiml:launch {{grid = ["cdiv({g.n_size}, {t.tile_n})", "cdiv({g.m_size}, {t.tile_m})"], '
               f'block = ["{t.threads}"], shared_mem = "{t.shared_mem}"}}')
     prelude = ("".join(ln + "\n" for ln in includes)
