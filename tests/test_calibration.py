@@ -59,9 +59,13 @@ def test_bound_arithmetic_memory_and_compute():
     sol = speed_of_light(0.5, flops, nbytes, peaks, dtype="float16")
     assert sol.bound == "compute" and sol.peak == 600_000.0 and "fp16 tensor" in sol.peak_name
     assert sol.fraction == pytest.approx(flops / 600e12 / 0.5e-3)
-    # the same counts in float32: held to the FP32 FMA rate
+    # the same counts in float32: held to a third of the TF32 rate (three TF32 products make an
+    # fp32-accurate one), here faster than the FP32 FMA rate; where it is not, to FP32 FMA
     sol32 = speed_of_light(5.0, flops, nbytes * 2, peaks, dtype="float32")
-    assert sol32.peak == 50_000.0 and sol32.fraction == pytest.approx(flops / 50e12 / 5e-3)
+    assert sol32.peak == 100_000.0 and sol32.fraction == pytest.approx(flops / 100e12 / 5e-3)
+    assert "a third of TF32" in sol32.peak_name
+    slow_tf32 = cal(figures=dict(FIGS, tf32_tensor_gflops=120_000.0)).peaks()
+    assert speed_of_light(5.0, flops, nbytes * 2, slow_tf32, dtype="float32").peak == 50_000.0
     # datasheet peaks say so
     assert speed_of_light(0.5, None, 1.2e9, H100_SXM).source == "datasheet"
     assert speed_of_light(0.5, None, None, peaks) is None and speed_of_light(0.5, None, 1e9, None) is None

@@ -44,11 +44,16 @@ class DevicePeaks:
 
     def compute_peak(self, dtype: str | None, matmul_like: bool) -> tuple[float, str]:
         """The rate a task's FLOPs are held to, and its name: the dense tensor-core rate of a
-        half-precision matrix product (``dtype`` float16/bfloat16 and ``matmul_like``), else FP32 FMA."""
+        half-precision matrix product (``dtype`` float16/bfloat16 and ``matmul_like``); for an fp32
+        matrix product the faster of FP32 FMA and a third of the TF32 tensor rate (three TF32
+        products make one as accurate as fp32: the gemm_f32_3xtf32 template), so that a kernel using
+        the tensor cores is never above its speed of light; else FP32 FMA."""
         tensor = {"float16": (self.fp16_tensor_gflops, "dense fp16 tensor-core"),
                   "bfloat16": (self.bf16_tensor_gflops or self.fp16_tensor_gflops, "dense bf16 tensor-core")}
         if matmul_like and dtype in tensor and tensor[dtype][0]:
             return tensor[dtype]
+        if matmul_like and dtype == "float32" and self.tf32_tensor_gflops and self.tf32_tensor_gflops / 3 > self.fp32_gflops:
+            return self.tf32_tensor_gflops / 3, "fp32-accurate tensor-core (a third of TF32)"
         return self.fp32_gflops, "fp32 (non-tensor)"
 
     def fastest_gflops(self) -> float:
