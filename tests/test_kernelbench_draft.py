@@ -192,3 +192,42 @@ def test_a_size_only_a_tested_scalar_takes_reaches_the_reference_and_the_launch(
     t = {a["name"]: (int(expr.evaluate(str(a["value"]), sizes)) if a["role"] == "scalar" else
                      torch.rand(*[int(expr.evaluate(d, sizes)) for d in a["shape"]])) for a in data["args"]}
     assert mod.reference(**t).shape[0] == sizes["batch_size"]       # runs at the verify size
+
+
+def test_a_weight_drawn_within_one_over_root_fan_in_is_drafted_at_the_tasks_own_sizes(tmp_path):
+    """KernelBench 59 (a 32768-wide Linear): the weight and bias are drawn within 1/sqrt(in_features),
+    so the spec draws them within 1/sqrt(32768) (the task's spread at its sizes), not within the
+    reduced size's 1/sqrt(67); the input, drawn in [0, 1] at every size, keeps [0, 1]."""
+    need_torch()
+    level2 = Path(__file__).resolve().parents[1] / "bench" / "kernelbench" / "level2"
+    spec, text, _ = drafted(tmp_path, level2 / "tasks" / "59_Matmul_Swish_Scaling.py",
+                            level2 / "k" / "linear_swish_scale.cu")
+    init = {a.name: a.init for a in spec.args if a.role != "scalar" and a.init is not None}
+    assert (init["in"].low, init["in"].high) == (0.0, 1.0)
+    bound = 32768 ** -0.5
+    for name in ("w", "b"):
+        assert init[name].dist == "uniform" and 0.8 * bound < init[name].high <= 1.01 * bound, (name, init[name])
+    assert "it follows in_features^-0.5" in text
+
+
+def test_a_spread_the_sizes_do_not_explain_is_left_as_drawn():
+    """spread_scaling: a tensor whose spread is the same at both sizes needs nothing; one whose
+    spread follows a size is scaled to the task's sizes by the power found; one whose spread moves
+    between the reduced sizes but with no single size is left out."""
+    torch = need_torch()
+    from optiml.draft.kernelbench import spread_scaling
+
+    g = torch.Generator().manual_seed(0)
+    sizes, sa, sb = {"n": 4096, "m": 512}, {"n": 65, "m": 33}, {"n": 17, "m": 9}
+
+    def tensors(at, odd=1.0):
+        return {"flat": torch.rand(1000, generator=g), "fan": (torch.rand(1000, generator=g) * 2 - 1) / at["n"] ** 0.5,
+                "odd": torch.randn(1000, generator=g) * odd}
+    a, b = tensors(sa), tensors(sb, odd=3.0)
+    out = spread_scaling(lambda at: tensors(at), sizes, sa, sb, a, b)
+    assert set(out) == {"fan"}
+    assert out["fan"][0] == pytest.approx((4096 / 65) ** -0.5) and "n^-0.5" in out["fan"][1]
+    # a probe the task does not take: nothing scaled
+    def refuses(at):
+        raise ValueError("no")
+    assert spread_scaling(refuses, sizes, sa, sb, a, b) == {}

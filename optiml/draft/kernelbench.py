@@ -116,9 +116,70 @@ def _dim_name(a: int, b: int, sa: dict, sb: dict) -> str | None:
     return str(a) if a == b else None
 
 
-def _init_of(t, small=None) -> str:
+def _spread(t) -> float | None:
+    """A floating tensor's standard deviation (None for integers, constants and fewer than 8 values)."""
+    if not t.is_floating_point() or t.numel() < 8:
+        return None
+    s = float(t.detach().double().std())
+    return s if s > 0 and s == s else None
+
+
+_SAME_SPREAD = 1.15         # spreads within this ratio of each other are one spread (sampling noise)
+
+
+def spread_scaling(probe, sizes: dict, sa: dict, sb: dict, tensors_a: dict, tensors_b: dict) -> dict:
+    """For each tensor the task draws (inputs and the Model's parameters, keyed as in ``tensors_a``)
+    whose spread differs between the reduced sizes ``sa`` and ``sb`` (an nn.Linear's weight is
+    drawn within 1/sqrt(in_features)): (the factor from its spread at ``sa`` to its spread at the
+    task's ``sizes``, the reason). Each size is varied alone (``probe(sizes)`` -> tensors keyed
+    alike) to find the power of it the spread follows; a tensor the powers found do not explain is
+    left out, as is everything where a probe fails. Drafting at the reduced size's spread would give
+    the spec's inputs at the timing size far larger values than the task's (20 times for a 32768-wide
+    Linear), and the tolerance drafted from the task's outputs would not fit them."""
+    import math
+
+    varying = {}
+    for key, ta in tensors_a.items():
+        s_a, s_b = _spread(ta), _spread(tensors_b.get(key)) if key in tensors_b else None
+        if s_a and s_b and abs(math.log(s_a / s_b)) > math.log(_SAME_SPREAD):
+            varying[key] = (s_a, s_b)
+    if not varying:
+        return {}
+    powers: dict = {key: {} for key in varying}
+    for name in (n for n in sa if sa[n] != sb.get(n, sa[n])):
+        try:
+            alone = probe(dict(sa, **{name: sb[name]}))
+        except Exception:                     # noqa: BLE001 - a size the task does not take alone: no scaling
+            return {}
+        for key, (s_a, _) in varying.items():
+            s_n = _spread(alone[key]) if key in alone else None
+            if s_n and abs(math.log(s_a / s_n)) > math.log(_SAME_SPREAD):
+                a = max(-2.0, min(2.0, math.log(s_a / s_n) / math.log(sa[name] / sb[name])))
+                half = round(a * 2) / 2               # a fan-in's -0.5 seen through sampling noise
+                powers[key][name] = half if abs(a - half) < 0.1 else a
+    out = {}
+    for key, (s_a, s_b) in varying.items():
+        pw = powers[key]
+        predicted = s_a * math.prod((sb[n] / sa[n]) ** a for n, a in pw.items())
+        if not pw or abs(math.log(predicted / s_b)) > math.log(_SAME_SPREAD):
+            continue                          # not explained by the sizes one at a time
+        factor = math.prod((sizes[n] / sa[n]) ** a for n, a in pw.items())
+        said = " x ".join(f"{n}^{a:.2g}" for n, a in pw.items())
+        out[key] = (factor, f"the task's spread at its own sizes: it follows {said}")
+    return out
+
+
+def _init_of(t, small=None, scaling: tuple | None = None) -> str:
     """The spec's init of an input drawn as the task draws ``t``; integers within the range they take
-    at the smaller size too (``small``: class indices below that size's count of classes)."""
+    at the smaller size too (``small``: class indices below that size's count of classes); a float
+    tensor's values times ``scaling``'s factor, where its spread follows the sizes (:func:`spread_scaling`)."""
+    if scaling is not None and t.is_floating_point():
+        f, said = scaling
+        x = t.detach().double() * f
+        lo, hi, mean, std = float(x.min()), float(x.max()), float(x.mean()), float(x.std())
+        if x.numel() >= 16 and abs(std - (hi - lo) / 12 ** 0.5) < 0.1 * (hi - lo) / 12 ** 0.5:
+            return f'{{ dist = "uniform", low = {lo:.2g}, high = {hi:.2g} }}  # {said}'
+        return f'{{ dist = "normal", mean = {mean:.2g}, std = {std:.2g} }}  # {said}'
     x = t.detach().double()
     if not t.is_floating_point():
         high = int(x.max()) + 1
@@ -169,6 +230,14 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         raise SpecError(f"{task_path}: get_inputs() returns something other than tensors and numbers; only those are supported.")
     ins_a = [t for t in ins_a if isinstance(t, torch.Tensor)]
     ins_b = [t for t in ins_b if isinstance(t, torch.Tensor)]
+
+    def drawn(at: dict) -> dict:                # the task's tensors at sizes ``at``, keyed as below
+        _, ins, params, _ = _probe(torch, task_path, at)
+        return {**{("input", i): t for i, t in enumerate(t for t in ins if isinstance(t, torch.Tensor))},
+                **{("param", k): t for k, t in params.items()}}
+    scaling = spread_scaling(drawn, sizes, sa, sb,
+                             {**{("input", i): t for i, t in enumerate(ins_a)}, **{("param", k): t for k, t in params_a.items()}},
+                             {**{("input", i): t for i, t in enumerate(ins_b)}, **{("param", k): t for k, t in params_b.items()}})
 
     arrays = []         # (role, where, tensor at sa, dims)
     for i, (ta, tb) in enumerate(zip(ins_a, ins_b)):
@@ -331,7 +400,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         if added:
             w('init = { dist = "constant", value = 0.0 }')
         elif role != "output":
-            w(f"init = {_init_of(ta, tb)}")
+            w(f"init = {_init_of(ta, tb, scaling.get((role, where)))}")
         w("")
         ref_args["DIMS"][p.name] = dims_of[i]
         ref_args["DTYPES"][p.name] = dtype
