@@ -224,7 +224,9 @@ def test_a_spread_the_sizes_do_not_explain_is_left_as_drawn():
         return {"flat": torch.rand(1000, generator=g), "fan": (torch.rand(1000, generator=g) * 2 - 1) / at["n"] ** 0.5,
                 "odd": torch.randn(1000, generator=g) * odd}
     a, b = tensors(sa), tensors(sb, odd=3.0)
-    out = spread_scaling(lambda at: tensors(at), sizes, sa, sb, a, b)
+    # one that follows n when n alone varies, but not to its spread at sb (m matters there too)
+    a["mixed"], b["mixed"] = a["fan"].clone(), b["fan"] * 3.0
+    out = spread_scaling(lambda at: dict(tensors(at), mixed=tensors(at)["fan"]), sizes, sa, sb, a, b)
     assert set(out) == {"fan"}
     assert out["fan"][0] == pytest.approx((4096 / 65) ** -0.5) and "n^-0.5" in out["fan"][1]
     # a probe the task does not take: nothing scaled

@@ -253,6 +253,11 @@ MUTANTS: list[Mutant] = [
       '"which no template fuses with a GEMM yet")', TRACED),
     M("templates", "optiml/edits/templates/__init__.py", "    if beyond:\n        g, why = None, why_traced\n",
       "    if False:\n        g, why = None, why_traced\n", TRACED),
+    M("templates", "optiml/edits/templates/__init__.py", "    clash = names & _declared(body)", "    clash = set()",
+      ("tests/test_templates_on_host.py::test_the_gemm_templates_keep_working_where_the_arguments_are_named_like_their_locals",)),
+    M("templates", "optiml/edits/templates/__init__.py", '        if size in ("acc", "m", "n"):', "        if size in ():", EPILOGUE),
+    M("templates", "optiml/edits/templates/__init__.py", "for k, v in (*vals.items(), *t.defines)]", "for k, v in vals.items()]",
+      EPILOGUE),
     M("templates", "optiml/edits/templates/gemm_f32_warp.cu", "const int m0 = (optiml_first + optiml_in_band % optiml_rows) * BM",
       "const int m0 = (optiml_first + optiml_in_band / optiml_rows) * BM", ("tests/test_templates_on_host.py",)),
     # -- the CPU emulation and init's number inputs, argument order, integer ranges, extents
@@ -264,6 +269,16 @@ MUTANTS: list[Mutant] = [
       "not small.is_floating_point() and int(small.max()) + 1 > high:", KB_DRAFT),
     M("draft", "optiml/draft/kernelbench.py", "        choices[p.name] = [(v, f\"the task's input {i} (a number get_inputs() passes to forward)\")]\n",
       "        choices[p.name] = [(1, f\"the task's input {i} (a number get_inputs() passes to forward)\")]\n", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "powers[key][name] = half if abs(a - half) < 0.1 else a",
+      "powers[key][name] = a", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "if s_a and s_b and abs(math.log(s_a / s_b)) > math.log(_SAME_SPREAD):",
+      "if s_a and s_b and abs(math.log(s_a / s_b)) < math.log(_SAME_SPREAD):", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", "if not pw or abs(math.log(predicted / s_b)) > math.log(_SAME_SPREAD):",
+      "if not pw:", KB_DRAFT),
+    M("draft", "optiml/draft/kernelbench.py", 'w(f"init = {_init_of(ta, tb, scaling.get((role, where)))}")',
+      'w(f"init = {_init_of(ta, tb)}")', KB_DRAFT),
+    M("profiler", "optiml/profiler/diagnosis.py", "self.tf32_tensor_gflops / 3 > self.fp32_gflops:",
+      "self.tf32_tensor_gflops / 3 < self.fp32_gflops:", ("tests/test_calibration.py",)),
     M("draft", "optiml/draft/trial.py", '        add(" * ".join(out_dims[i - 1:]))\n', "", TRIAL),
     M("draft", "optiml/draft/kernelbench.py", '                ref_args["SIZES"][p.name] = value     # a size no array',
       '                pass  # a size no array', ("tests/test_kernelbench_draft.py",)),
@@ -343,7 +358,7 @@ MUTANTS: list[Mutant] = [
 ]
 
 AREAS = ("reward", "search", "best", "verify", "relative", "draft", "templates", "runner", "cluster", "timing", "store",
-         "spec", "edits")
+         "spec", "edits", "profiler")
 
 
 def copy_repo(src: Path, dst: Path) -> None:
