@@ -562,3 +562,19 @@ def test_an_epilogue_reading_a_size_named_like_a_placeholder_reads_the_size():
     assert g.epilogue == "acc + R[(size_t)m * OPTIML_N + n]", g.epilogue
     made = instantiate_gemm(src, g, None, "gemm_f32_warp")
     assert "#define OPTIML_A(optiml_m, optiml_k) A[(size_t)(optiml_m) * (k) + (optiml_k)]" in made
+
+
+def test_a_kernel_no_reader_takes_is_refused_with_a_reason():
+    """cuda-samples' matrixMul shape (the entry calls a template __device__ function that does the
+    work) is refused with a sentence naming that function, and a kernel no operation reads as its
+    own with one saying so: a template is never silently missing."""
+    from pathlib import Path
+    src = (Path(__file__).parent / "data" / "kernels" / "mm_nonconst.cu").read_text()
+    spec = spec_of(arg("C", "output", ("M", "N")), arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")),
+                   sizes=())
+    spec.args += [arg("wA", "scalar", dtype="int64", value="K"), arg("wB", "scalar", dtype="int64", value="N")]
+    made, why = template_transforms(src, "matrixMul_bs16_64bit", spec)
+    assert made == [] and "the __device__ function matrixMul that matrixMul_bs16_64bit calls" in why
+    odd = ("__global__ void k(const float* x, float* y, int n) {\n    for (int i = 1; i < n; i++) y[i] = y[i - 1] + x[i];\n}\n")
+    made, why = template_transforms(odd, "k", spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",)))
+    assert made == [] and why and why.startswith("not templated:"), why

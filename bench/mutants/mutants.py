@@ -258,6 +258,8 @@ MUTANTS: list[Mutant] = [
     M("templates", "optiml/edits/templates/__init__.py", '        if size in ("acc", "m", "n"):', "        if size in ():", EPILOGUE),
     M("templates", "optiml/edits/templates/__init__.py", "for k, v in (*vals.items(), *t.defines)]", "for k, v in vals.items()]",
       EPILOGUE),
+    M("templates", "optiml/edits/templates/__init__.py", "    if callee is not None and not loops:",
+      "    if callee is not None and loops:", EPILOGUE),
     M("templates", "optiml/edits/templates/gemm_f32_warp.cu", "const int m0 = (optiml_first + optiml_in_band % optiml_rows) * BM",
       "const int m0 = (optiml_first + optiml_in_band / optiml_rows) * BM", ("tests/test_templates_on_host.py",)),
     # -- the CPU emulation and init's number inputs, argument order, integer ranges, extents

@@ -518,7 +518,7 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
         if why is not None:                  # a GEMM it could not template: say why (its loop nest per
             return [], why                   # element in the flat template would gain nothing)
         flat, why_flat = _flat_transforms(source, entry, spec)
-        return (flat, None) if flat else ([], why_rows or why_flat)
+        return (flat, None) if flat else ([], why_rows or why_flat or _unread(source, entry, why_traced))
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
@@ -532,6 +532,35 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
                              f"tuned; verified like any edit.",
                              flags=t.flags, hint=t.hint))
     return out, None
+
+
+def _unread(source: str, entry: str, why_traced: str | None = None) -> str:
+    """Why no operation template is offered where no reader of the kernel gave a reason: the entry
+    only calls a ``__device__`` function that does the work (cuda-samples' matrixMul: the readers
+    read the entry's own body), else the reference's reading's reason (``why_traced``), else that
+    none of the operations reads as this kernel's."""
+    root = _tree(source)
+    fn, _ = _entry_def(root, entry)
+    body = fn.child_by_field_name("body") if fn is not None else None
+    defined = {}
+    for n in _walk(root):
+        if n.type == "function_definition" and "__device__" in _t(n)[:_t(n).find("(")]:
+            d = n.child_by_field_name("declarator")
+            while d is not None and d.type != "function_declarator":
+                d = d.child_by_field_name("declarator")
+            name = d.child_by_field_name("declarator") if d is not None else None
+            if name is not None:
+                defined[_t(name).split("<")[0].split("::")[-1]] = n
+    loops = body is not None and any(n.type in ("for_statement", "while_statement", "do_statement") for n in _walk(body))
+    called = [] if body is None else [
+        _t(c.child_by_field_name("function")).split("<")[0].strip() for c in _walk(body) if c.type == "call_expression"]
+    callee = next((c for c in called if c in defined), None)
+    if callee is not None and not loops:
+        return (f"not templated: the work is in the __device__ function {callee} that {entry} calls, and optiml's "
+                f"operation readers (GEMM, row-wise, elementwise, full reduction) read the entry's own body"
+                + (f"; and {why_traced.removeprefix('not templated: ')}" if why_traced else ""))
+    return why_traced or ("not templated: none of optiml's operations (a GEMM with an elementwise epilogue, a row-wise "
+            "reduction and map, an elementwise map, a full reduction) reads as this kernel's")
 
 
 def _rowwise_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
