@@ -50,13 +50,16 @@ def _load_task(task_path: Path):
     return mod
 
 
-def _probe(torch, task_path: Path, sizes: dict[str, int]):
+def _probe(torch, task_path: Path, sizes: dict[str, int], forward: bool = True):
     """Run the task at ``sizes`` (the module executed anew with them, so that what it derives from
-    them follows): (the Model, inputs, its parameters and buffers, outputs)."""
+    them follows): (the Model, inputs, its parameters and buffers, outputs; no outputs and no
+    forward without ``forward``)."""
     mod = load_task(task_path, sizes)
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs())
     inputs = list(mod.get_inputs())
+    if not forward:
+        return model, inputs, dict(model.state_dict()), []
     with torch.no_grad():
         out = model(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -140,7 +143,7 @@ def spread_scaling(probe, sizes: dict, sa: dict, sb: dict, tensors_a: dict, tens
 
     varying = {}
     for key, ta in tensors_a.items():
-        s_a, s_b = _spread(ta), _spread(tensors_b.get(key)) if key in tensors_b else None
+        s_a, s_b = _spread(ta), _spread(tensors_b[key]) if key in tensors_b else None
         if s_a and s_b and abs(math.log(s_a / s_b)) > math.log(_SAME_SPREAD):
             varying[key] = (s_a, s_b)
     if not varying:
@@ -175,11 +178,7 @@ def _init_of(t, small=None, scaling: tuple | None = None) -> str:
     tensor's values times ``scaling``'s factor, where its spread follows the sizes (:func:`spread_scaling`)."""
     if scaling is not None and t.is_floating_point():
         f, said = scaling
-        x = t.detach().double() * f
-        lo, hi, mean, std = float(x.min()), float(x.max()), float(x.mean()), float(x.std())
-        if x.numel() >= 16 and abs(std - (hi - lo) / 12 ** 0.5) < 0.1 * (hi - lo) / 12 ** 0.5:
-            return f'{{ dist = "uniform", low = {lo:.2g}, high = {hi:.2g} }}  # {said}'
-        return f'{{ dist = "normal", mean = {mean:.2g}, std = {std:.2g} }}  # {said}'
+        return _drawn_like(t.detach().double() * f, said)
     x = t.detach().double()
     if not t.is_floating_point():
         high = int(x.max()) + 1
@@ -190,11 +189,24 @@ def _init_of(t, small=None, scaling: tuple | None = None) -> str:
     lo, hi, mean, std = float(x.min()), float(x.max()), float(x.mean()), float(x.std()) if x.numel() > 1 else 0.0
     if lo >= 0.0 and hi <= 1.0:
         return '{ dist = "uniform", low = 0.0, high = 1.0 }'
-    if x.numel() >= 16 and abs(std - (hi - lo) / 12 ** 0.5) < 0.1 * (hi - lo) / 12 ** 0.5:     # flat: uniform
-        return f'{{ dist = "uniform", low = {lo:.2g}, high = {hi:.2g} }}  # from the values the task draws'
-    if abs(mean) < 0.05 and abs(std - 1.0) < 0.05:
+    if abs(mean) < 0.05 and abs(std - 1.0) < 0.05 and not _flat(x):
         return '{ dist = "normal", mean = 0.0, std = 1.0 }'
-    return f'{{ dist = "normal", mean = {mean:.2g}, std = {max(std, 1e-3):.2g} }}  # from the values the task draws'
+    return _drawn_like(x, "from the values the task draws", least_std=1e-3)
+
+
+def _flat(x) -> bool:
+    """Values spread evenly over their range (a uniform draw): their deviation is the range's / sqrt(12)."""
+    lo, hi, std = float(x.min()), float(x.max()), float(x.std()) if x.numel() > 1 else 0.0
+    return x.numel() >= 16 and abs(std - (hi - lo) / 12 ** 0.5) < 0.1 * (hi - lo) / 12 ** 0.5
+
+
+def _drawn_like(x, said: str, least_std: float = 0.0) -> str:
+    """A float init drawing like the values ``x`` (fp64): uniform over their range where they are
+    flat, else normal with their mean and deviation (at least ``least_std``); ``said`` the comment."""
+    if _flat(x):
+        return f'{{ dist = "uniform", low = {float(x.min()):.2g}, high = {float(x.max()):.2g} }}  # {said}'
+    std = float(x.std()) if x.numel() > 1 else 0.0
+    return f'{{ dist = "normal", mean = {float(x.mean()):.2g}, std = {max(std, least_std):.2g} }}  # {said}'
 
 
 def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: str | None = None,
@@ -231,13 +243,11 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     ins_a = [t for t in ins_a if isinstance(t, torch.Tensor)]
     ins_b = [t for t in ins_b if isinstance(t, torch.Tensor)]
 
-    def drawn(at: dict) -> dict:                # the task's tensors at sizes ``at``, keyed as below
-        _, ins, params, _ = _probe(torch, task_path, at)
+    def keyed(ins, params) -> dict:             # the task's tensors as the arrays below name them
         return {**{("input", i): t for i, t in enumerate(t for t in ins if isinstance(t, torch.Tensor))},
                 **{("param", k): t for k, t in params.items()}}
-    scaling = spread_scaling(drawn, sizes, sa, sb,
-                             {**{("input", i): t for i, t in enumerate(ins_a)}, **{("param", k): t for k, t in params_a.items()}},
-                             {**{("input", i): t for i, t in enumerate(ins_b)}, **{("param", k): t for k, t in params_b.items()}})
+    scaling = spread_scaling(lambda at: keyed(*_probe(torch, task_path, at, forward=False)[1:3]), sizes, sa, sb,
+                             keyed(ins_a, params_a), keyed(ins_b, params_b))
 
     arrays = []         # (role, where, tensor at sa, dims)
     for i, (ta, tb) in enumerate(zip(ins_a, ins_b)):

@@ -539,22 +539,14 @@ def _unread(source: str, entry: str, why_traced: str | None = None) -> str:
     only calls a ``__device__`` function that does the work (cuda-samples' matrixMul: the readers
     read the entry's own body), else the reference's reading's reason (``why_traced``), else that
     none of the operations reads as this kernel's."""
+    from ...source import _callee, _functions
     root = _tree(source)
     fn, _ = _entry_def(root, entry)
     body = fn.child_by_field_name("body") if fn is not None else None
-    defined = {}
-    for n in _walk(root):
-        if n.type == "function_definition" and "__device__" in _t(n)[:_t(n).find("(")]:
-            d = n.child_by_field_name("declarator")
-            while d is not None and d.type != "function_declarator":
-                d = d.child_by_field_name("declarator")
-            name = d.child_by_field_name("declarator") if d is not None else None
-            if name is not None:
-                defined[_t(name).split("<")[0].split("::")[-1]] = n
+    defined = _functions(root)                  # the file's functions, templates by their names
     loops = body is not None and any(n.type in ("for_statement", "while_statement", "do_statement") for n in _walk(body))
-    called = [] if body is None else [
-        _t(c.child_by_field_name("function")).split("<")[0].strip() for c in _walk(body) if c.type == "call_expression"]
-    callee = next((c for c in called if c in defined), None)
+    called = [] if body is None else [_callee(c) for c in _walk(body) if c.type == "call_expression"]
+    callee = next((c for c in called if c in defined and c != entry), None)
     if callee is not None and not loops:
         return (f"not templated: the work is in the __device__ function {callee} that {entry} calls, and optiml's "
                 f"operation readers (GEMM, row-wise, elementwise, full reduction) read the entry's own body"
