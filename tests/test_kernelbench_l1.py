@@ -11,6 +11,12 @@ CORPUS = Path(__file__).resolve().parents[1] / "bench" / "kernelbench" / "level1
 sys.path.insert(0, str(CORPUS))
 
 OFFERED = {
+    "relu_vec4": "elementwise",
+    "sum_dim_block": "col_reduce",
+    "mean_dim": "col_reduce",
+    "max_dim": "col_reduce",
+    "layernorm_block": "row_reduce",
+    "gemv": "row_reduce",
     "elu": "elementwise",
     "frob_scale": "elementwise",
     "frob_sumsq": "reduce_all",

@@ -515,10 +515,15 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
         rows, why_rows = _rowwise_transforms(source, entry, spec)
         if rows:
             return rows, None
+        flat, why_flat = ([], None) if why is not None else _flat_transforms(source, entry, spec)
+        # the operation as the reference computes it (a reduction over a dimension, a norm, a map), where
+        # the kernel's own reading failed or read a reduction as one element a thread
+        traced, why_rows_traced = _traced_transforms(source, entry, spec, beside=flat)
+        if flat or traced:
+            return flat + traced, None
         if why is not None:                  # a GEMM it could not template: say why (its loop nest per
             return [], why                   # element in the flat template would gain nothing)
-        flat, why_flat = _flat_transforms(source, entry, spec)
-        return (flat, None) if flat else ([], why_rows or why_flat or _unread(source, entry, why_traced))
+        return [], why_rows or why_flat or _unread(source, entry, why_rows_traced or why_traced)
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []
@@ -575,6 +580,28 @@ def _flat_transforms(source: str, entry: str, spec) -> tuple[list[Transform], st
         return [], why
     t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
     return _offered(source, op, t, instantiate_flat, "per-element code")
+
+
+def _traced_transforms(source: str, entry: str, spec, beside: list) -> tuple[list[Transform], str | None]:
+    """The row-wise, reduction or elementwise template of the operation the spec's torch reference
+    computes (:mod:`.traced_rows`), or ([], why not). ``beside`` is what the kernel's own reading
+    offered: the reference's reading is added there only where it is a reduction over a dimension
+    (a row template where the kernel's reading was a thread an output looping over the row)."""
+    from .flat import FLAT_TEMPLATES, instantiate_flat
+    from .rowwise import ROW_TEMPLATES, RowOp, instantiate_rowwise
+    from .traced_rows import read_reference
+    op, why = read_reference(source, entry, spec)
+    if op is None:
+        return [], why
+    if isinstance(op, RowOp):
+        if beside and not op.reduced:
+            return [], None
+        t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
+        return _offered(source, op, t, instantiate_rowwise, "operation, read from the reference,")
+    if beside:
+        return [], None
+    t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
+    return _offered(source, op, t, instantiate_flat, "operation, read from the reference,")
 
 
 def _offered(source: str, op, t, instantiate, what_runs: str) -> tuple[list[Transform], str | None]:

@@ -37,7 +37,7 @@ _COMBINE = re.compile(r"S|S\s*\+\s*S|(fmaxf|fminf|fmax|fmin|max|min|__hmax|__hmi
 
 @dataclass(frozen=True)
 class Step:
-    kind: str                      # stmt | reduce | map
+    kind: str                      # stmt | reduce | map | store (a reduced row's one value, Y[row])
     body: str                      # C++ text: the statement, or the loop body over optiml_v / optiml_j
     accs: tuple = ()               # reduce: ((name, op), ...); op "+" or a function name
     sides: tuple = ()              # ((array, element type), ...): 1-D arrays along the row read as A[j]
@@ -66,6 +66,7 @@ class RowOp:
     j_timing: int = 0
     i_timing: int = 1
     dim: int = 0
+    reduced: bool = False          # Y holds one value a row (the program ends in a "store" step), else one an element
 
     @property
     def strided(self) -> bool:
@@ -76,7 +77,7 @@ class RowOp:
         ops = sorted({("sum" if op == "+" else op) for s in self.steps if s.kind == "reduce" for _, op in s.accs})
         where = f"dimension {self.dim} (size {self.j}, stride {self.i})" if self.strided else f"each row of {self.j}"
         return (f"row-wise {self.x} -> {self.y} over {where}: {n_red} reduction{'s' * (n_red != 1)} "
-                f"({', '.join(ops)}) then an elementwise map")
+                f"({', '.join(ops)}) then {'one value a row' if self.reduced else 'an elementwise map'}")
 
 
 @dataclass(frozen=True)
