@@ -8,7 +8,8 @@
 #
 #   OUT=dir [GPUS=0,1,2,3] [BUDGET=100] [TIME_LIMIT=150] bash bench/kernelbench/level2/optimize_level2.sh NAME ...
 #
-# TIME_LIMIT: seconds of search a run (the final timing, the sanitizer and the baseline come after).
+# TIME_LIMIT: seconds of search a run (the final timing, the sanitizer and the baseline come after);
+# FINAL_LIMIT: seconds allowed for those after it (default 240; a seed of a second a launch needs more).
 set -uo pipefail
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "bench/kernelbench/level2/optimize_level2.sh: no GPU was found (nvidia-smi is missing or lists none); run it on the GPU machine." >&2
@@ -41,7 +42,7 @@ done
 run_one() {     # GPU NAME
     local gpu=$1 name=$2
     echo "== $name on GPU $gpu $(date +%T)"
-    CUDA_VISIBLE_DEVICES=$gpu timeout $(( ${TIME_LIMIT:-150} + 240 )) python3 -m optiml optimize "$HERE/k/$name.cu" \
+    CUDA_VISIBLE_DEVICES=$gpu timeout $(( ${TIME_LIMIT:-150} + ${FINAL_LIMIT:-240} )) python3 -m optiml optimize "$HERE/k/$name.cu" \
         --spec "$OUT/$name.toml" --budget "${BUDGET:-100}" --proposer rules --no-profile \
         --time-limit "${TIME_LIMIT:-150}" --db "$OUT/$name.db" -o "$OUT/$name.best.cu" > "$OUT/$name.log" 2>&1
     echo "== $name done ($?) $(date +%T): $(grep -E '^run ' "$OUT/$name.log" | tail -1)"
