@@ -10,6 +10,8 @@
 #
 # TIME_LIMIT: seconds of search a run (the final timing, the sanitizer and the baseline come after);
 # FINAL_LIMIT: seconds allowed for those after it (default 240; a seed of a second a launch needs more).
+# CORPUS=level1: the level-1 first kernels instead (each from k/NAME.gpu.toml where there is one: no
+# check at the timing size, whose arrays reach 8 GiB).
 set -uo pipefail
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "bench/kernelbench/level2/optimize_level2.sh: no GPU was found (nvidia-smi is missing or lists none); run it on the GPU machine." >&2
@@ -20,7 +22,7 @@ if [[ $# -eq 0 ]]; then
     exit 2
 fi
 cd "$(dirname "$0")/../../.."
-HERE=bench/kernelbench/level2
+HERE=bench/kernelbench/${CORPUS:-level2}
 OUT="${OUT:-out}"; mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 export PYTHONUNBUFFERED=1
@@ -36,7 +38,7 @@ for name in "$@"; do
     sed -e "s#\"$name\\(_[a-z]*\\)\\?_ref.py:#\"$PWD/$HERE/k/$name\\1_ref.py:#" \
         -e "s#^torch = \"\\(.*\\):baseline\"#torch = \"\\1:baseline_compiled\"#" \
         -e "s#^name = \"PyTorch eager (the Model's forward)\"#name = \"torch.compile(Model)\"#" \
-        "$HERE/k/$name.toml" > "$OUT/$name.toml"
+        "$(ls "$HERE/k/$name.gpu.toml" 2>/dev/null || echo "$HERE/k/$name.toml")" > "$OUT/$name.toml"
     grep -q "baseline_compiled" "$OUT/$name.toml" || { echo "$name: no [baseline] to set to torch.compile" >&2; exit 2; }
 done
 run_one() {     # GPU NAME
