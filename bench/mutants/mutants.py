@@ -66,6 +66,7 @@ DRAFT = ("tests/test_draft_tolerance.py",)
 KB_DRAFT = ("tests/test_kernelbench_draft.py", "tests/test_kernelbench.py")
 TRACED = ("tests/test_templates_traced.py", "tests/test_kernelbench_l2.py")
 TRIAL = ("tests/test_draft_trial.py",)
+ROWS_TRACED = ("tests/test_traced_rows.py",)
 EPILOGUE = ("tests/test_edits_templates.py",
             "tests/test_templates_on_host.py::test_the_fp32_gemm_template_computes_an_epilogue_written_through_locals")
 TIMING = ("tests/test_timing_stats.py", "tests/test_final_choice.py")
@@ -251,6 +252,32 @@ MUTANTS: list[Mutant] = [
       'acc = self.local("acc", "acc")', TRACED),
     M("templates", "optiml/edits/templates/traced.py", '"which no template fuses with a GEMM yet", beyond=True)',
       '"which no template fuses with a GEMM yet")', TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'init = {"+": "0.0f", _MAX: "-INFINITY", _MIN: "INFINITY"}[op]',
+      'init = {"+": "0.0f", _MAX: "0.0f", _MIN: "INFINITY"}[op]', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'var = f"{s.c} / (@J@ - {_lit(float(corr))})"',
+      'var = f"{s.c} / @J@"', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'c = f"({x.c} - {m.c} - logf({s.c}))"',
+      'c = f"({x.c} - logf({s.c}))"', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'elif (a, b) == (d0, d1):', 'elif a == d0:', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'idx = f"(optiml_i / ({ptail(b)})) % ({kernel(_prod(dims[a:b]))})" if b < nd else',
+      'idx = f"(optiml_i % ({ptail(b)})) % ({kernel(_prod(dims[a:b]))})" if b < nd else', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'if self.red is not None and self.red != red:',
+      'if False:', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'red = (dims[0], dims[-1] + 1)', 'red = (dims[0], dims[0] + 1)',
+      ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'o_size, j_size, i_size = _prod(dims[:d0]), _prod(dims[d0:d1]), _prod(dims[d1:])',
+      'o_size, j_size, i_size = _prod(dims[:d0]), _prod(dims[d0:d1]), _prod(dims[d1 + 1:])', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", 'rstd = self.row_local(f"rsqrtf({var.c} / @J@ + {_lit(eps)})", var.level)',
+      'rstd = self.row_local(f"rsqrtf({var.c} / @J@)", var.level)', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/traced_rows.py", '                if v.kind == "row":\n                    self.check_row_broadcast(t, out)',
+      '                if False:\n                    self.check_row_broadcast(t, out)', ROWS_TRACED),
+    M("templates", "optiml/edits/templates/row_reduce.cu.j2", "+ (optiml_live ? optiml_row : 0){% if not op.reduced %} * optiml_n{% endif %};",
+      "+ (optiml_live ? optiml_row : 0) * optiml_n;", ROWS_TRACED),
+    M("templates", "optiml/edits/templates/col_reduce.cu.j2",
+      "OPTIML_TY *optiml_yc = {{ op.y }} + (optiml_live ? (size_t)optiml_o * optiml_ni + optiml_i0 : 0);",
+      "OPTIML_TY *optiml_yc = {{ op.y }} + (optiml_live ? (size_t)optiml_o * optiml_ni : 0);", ROWS_TRACED),
+    M("templates", "optiml/edits/templates/__init__.py", "        if beside and not op.reduced:\n            return [], None\n",
+      "        if beside:\n            return [], None\n", ROWS_TRACED),
     M("templates", "optiml/edits/templates/__init__.py", "    if beyond:\n        g, why = None, why_traced\n",
       "    if False:\n        g, why = None, why_traced\n", TRACED),
     M("templates", "optiml/edits/templates/__init__.py", "    clash = names & _declared(body)", "    clash = set()",
