@@ -167,6 +167,7 @@ def test_operations_read_from_the_reference_compute_it(tmp_path, forward, arrays
 @pytest.mark.parametrize("forward, why", [
     ("x = t['x']\nreturn x.sum(1, keepdim=True) + x.amax(2, keepdim=True)", "reductions over different dimensions"),
     ("return t['x'].sum()", "a reduction of every element into one value"),
+    ("return (t['x'].sum(2) - 1).clamp_min(0).mean()", "reduces the rows' results again"),
     ("return torch.cumsum(t['x'], 1)", "cumsum is not read"),
     ("return t['x'] * torch.randn(t['x'].shape[-1])", "a tensor the reference made"),
 ])

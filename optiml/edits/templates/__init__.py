@@ -523,7 +523,10 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
             return flat + traced, None
         if why is not None:                  # a GEMM it could not template: say why (its loop nest per
             return [], why                   # element in the flat template would gain nothing)
-        return [], why_rows or why_flat or _unread(source, entry, why_rows_traced or why_traced)
+        why_kernel = why_rows or why_flat
+        if why_kernel and why_rows_traced and why_rows_traced.startswith("not templated:"):
+            return [], f"{why_kernel.rstrip(';')}; and {why_rows_traced.removeprefix('not templated: ')}"
+        return [], why_kernel or _unread(source, entry, why_rows_traced or why_traced)
     if "// optiml:launch" in source:
         return [], "not templated: the kernel carries its own launch line"
     out = []

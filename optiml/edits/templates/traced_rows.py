@@ -200,6 +200,7 @@ class _Rows:
 
     def step(self, base, name, args, kw, out):
         torch = self.torch
+        kw = {k: v for k, v in kw.items() if k != "out"}        # an op's out= tensor is its result, not an operand
         if base in ("copy_", "copy"):
             raise _Refused("the reference writes into a tensor in place")
         if base in _SAME or base in _VIEWS:
@@ -314,6 +315,9 @@ class _Rows:
     def reduction(self, base, name, args, kw, out):
         torch = self.torch
         x_t = args[0]
+        if isinstance(x_t, torch.Tensor) and id(x_t) in self.vals and self.vals[id(x_t)].kind == "row":
+            raise _Refused(f"the reference's {name} reduces the rows' results again (a loss over rows), which no "
+                           "template computes in one kernel")
         dim = kw.get("dim", args[1] if len(args) > 1 else None)
         if base in ("mv", "mm", "dot", "matmul"):
             return self.matvec(name, args, out)
