@@ -143,6 +143,13 @@ SYNTHETIC = [
      [("x", "input", ["B", "C", "D"]), ("b", "input", ["C"]), ("y", "output", ["B", "C", "D"])],
      ["B", "C", "D"], "const float* x, const float* b, float* y, int B, int C, int D", {"B": 2, "C": 5, "D": 33},
      "elementwise"),
+    # a max over values all below zero (the pass starts from -inf, not 0)
+    ("return torch.amax(t['x'] - 3.0, dim=1)", [("x", "input", ["R", "N"]), ("y", "output", ["R"])],
+     ["R", "N"], "const float* x, float* y, int R, int N", {"R": 5, "N": 77}, "row_reduce"),
+    # LayerNorm with no weight and an eps that matters
+    ("return torch.nn.functional.layer_norm(t['x'], (t['x'].shape[-1],), eps=0.5)",
+     [("x", "input", ["R", "N"]), ("y", "output", ["R", "N"])],
+     ["R", "N"], "const float* x, float* y, int R, int N", {"R": 3, "N": 131}, "row_reduce"),
     # the L2 norm over the last dimension through linalg.vector_norm, divided out
     ("x = t['x']\nreturn x / torch.linalg.vector_norm(x, dim=1, keepdim=True)",
      [("x", "input", ["R", "N"]), ("y", "output", ["R", "N"])],
@@ -152,7 +159,7 @@ SYNTHETIC = [
 
 @pytest.mark.parametrize("forward, arrays, scalars, signature, sizes, template", SYNTHETIC,
                          ids=["softmax_dim1", "log_softmax", "rmsnorm", "var", "logsumexp_dim0", "vecmat",
-                              "bias_where_clamp", "l2_normalize"])
+                              "bias_where_clamp", "amax_negative", "layer_norm_eps", "l2_normalize"])
 def test_operations_read_from_the_reference_compute_it(tmp_path, forward, arrays, scalars, signature, sizes, template):
     verify = {k: v + 2 + i for i, (k, v) in enumerate(sizes.items())}
     src, spec = _spec_for(tmp_path, forward, arrays, scalars, sizes, signature, verify)
@@ -184,3 +191,14 @@ def test_a_loss_over_rows_is_refused_with_the_op_it_stops_at():
     op, why = read_reference(src, spec.entry, spec)
     assert op is None and "nll_loss" in why, why
     assert re.search(r"\bnot templated\b", template_transforms(src, spec.entry, spec)[1] or "")
+
+
+def test_an_array_broadcast_over_part_of_the_reduced_run_is_refused(tmp_path):
+    """A per-channel weight where each row is (channels x length): not one value along the row, so
+    no side array of the row templates (which read it at the row's element)."""
+    arrays = [("x", "input", ["B", "C", "D"]), ("w", "input", ["C"]), ("y", "output", ["B", "C", "D"])]
+    src, spec = _spec_for(tmp_path, "x = t['x'] * t['w'].view(1, -1, 1)\nreturn x / x.sum((1, 2), keepdim=True)",
+                          arrays, ["B", "C", "D"], {"B": 4, "C": 5, "D": 6},
+                          "const float* x, const float* w, float* y, int B, int C, int D", {"B": 4, "C": 5, "D": 6})
+    op, why = read_reference(src, spec.entry, spec)
+    assert op is None and "w is broadcast along rows" in why, why
