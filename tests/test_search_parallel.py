@@ -81,7 +81,9 @@ def test_parallel_8_spends_the_budget_exactly_and_leaves_nothing_running(tmp_pat
 
 def test_in_flight_visits_widen_a_busy_node_and_keep_the_evaluator_busy():
     ev = FakeOutOfOrderEvaluator(ReplayEvaluator())
-    m = MCTS(ROOT, ev, ScriptedProposer(), config=SearchConfig(budget=60, parallel=8))
+    # focus off: the slow nodes' children wait for the fast ones' under it, which idles the evaluator
+    # at times by design (tests/test_search_focus.py)
+    m = MCTS(ROOT, ev, ScriptedProposer(), config=SearchConfig(budget=60, parallel=8, focus=0))
     m.run()
     # after the root (one visit: room for ceil(2 * 1 ** 0.5) = 2 children), the children in flight
     # count as visits, so the root takes more before the first wait; without that, 2 would wait
@@ -245,11 +247,11 @@ def test_time_limit_with_evaluations_in_flight_leaves_nothing_running(tmp_path):
 def test_resume_submits_the_unfinished_nodes_first_together():
     rec = RecordingObserver()
     first = MCTS(ROOT, FakeOutOfOrderEvaluator(ReplayEvaluator(), 2), ScriptedProposer(),
-                 config=SearchConfig(budget=20, seed=2, parallel=4), observer=rec)
+                 config=SearchConfig(budget=20, seed=2, parallel=4, focus=0), observer=rec)
     first.run()
     records = rec.records
     # results came out of creation order; the rebuilt statistics are the same all the same
-    again = MCTS.from_records(records, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=20))
+    again = MCTS.from_records(records, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=20, focus=0))
     assert [(n.visits, round(n.value_sum, 9)) for n in again.nodes] == \
         [(n.visits, round(n.value_sum, 9)) for n in first.nodes]
     # a kill with three leaves in flight: their records say running, without a result
@@ -259,7 +261,7 @@ def test_resume_submits_the_unfinished_nodes_first_together():
     for i in leaves:
         records[i] = dict(records[i], status="running", result={})
     ev = FakeOutOfOrderEvaluator(ReplayEvaluator(), 2)
-    resumed = MCTS.from_records(records, ev, ScriptedProposer(), config=SearchConfig(budget=30, seed=2, parallel=4))
+    resumed = MCTS.from_records(records, ev, ScriptedProposer(), config=SearchConfig(budget=30, seed=2, parallel=4, focus=0))
     resumed.run()
     unfinished = sorted(r["id"] for r in records if r["id"] is not None and r["status"] in ("pending", "running"))
     assert len(unfinished) >= 4

@@ -100,6 +100,12 @@ MUTANTS: list[Mutant] = [
     M("reward", "optiml/search/reward.py", "(1.0 + 2.0 * max(parent_spread or 0.0, 0.0))",
       "(1.0 + 2.0 * (parent_spread or 0.0))", REWARD),
     # -- search (mcts, tree) ----------------------------------------------------------------------
+    M("search", "optiml/search/mcts.py", "return self._cut is not None and node.median_ms is not None and node.median_ms > self._cut",
+      "return False", ("tests/test_search_focus.py",)),
+    M("search", "optiml/search/mcts.py", "                self._cut, node = None, self.root     # nothing within the focus is left: the slow nodes' turn\n                continue",
+      "                return False", ("tests/test_search_focus.py",)),
+    M("search", "optiml/search/mcts.py", "            if n.parent is None or not self._far(n.parent):\n                return self._pending.pop(i)",
+      "            if True:\n                return self._pending.pop(i)", ("tests/test_search_focus.py",)),
     M("search", "optiml/search/mcts.py", "elif (same := self._keys.get(node_key(p.source, p.flags))) is not None:",
       "elif (same := self._keys.get(node_key(p.source, ()))) is not None:", SEARCH, planted=True),
     M("search", "optiml/search/mcts.py", "node.exhausted = node.fruitless >= self.config.max_fruitless",

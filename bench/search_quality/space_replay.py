@@ -66,16 +66,33 @@ class ReplayEvaluator:
         return Result(status, message="recorded failure")
 
 
-def optiml_trace(space: dict, seed: int, budget: int) -> list[float | None]:
+class InFlight:
+    """The replay evaluator taking up to ``parallel`` candidates at once and answering the oldest
+    first, one a wait (as a GPU times one kernel at a time while others compile)."""
+
+    def __init__(self, inner: ReplayEvaluator, parallel: int):
+        self.inner, self.queue = inner, []
+
+    def submit(self, token: int, source: str, flags: tuple[str, ...]) -> None:
+        self.queue.append((token, source, flags))
+
+    def wait(self):
+        token, source, flags = self.queue.pop(0)
+        return [(token, self.inner.evaluate(source, flags))]
+
+
+def optiml_trace(space: dict, seed: int, budget: int, focus: float = SearchConfig.focus,
+                 parallel: int = 1) -> list[float | None]:
     """The recorded medians of optiml's evaluations in order (None for a failure), the seed point
-    first, at most ``budget`` in all."""
+    first, at most ``budget`` in all; ``focus`` as :class:`SearchConfig`'s, ``parallel`` evaluations
+    in flight (answered in order)."""
     tune, table = load_space(space)
-    evaluator = ReplayEvaluator(tune, table)
+    evaluator = ReplayEvaluator(tune, table) if parallel == 1 else InFlight(ReplayEvaluator(tune, table), parallel)
     proposer = RulesProposer(space=tune, space_only=True)
     search = MCTS(source_of(dict(space["seed_point"])), evaluator, proposer, entry=ENTRY,
-                  config=SearchConfig(budget=max(budget - 1, 0), seed=seed))
+                  config=SearchConfig(budget=max(budget - 1, 0), seed=seed, focus=focus, parallel=parallel))
     search.run()
-    return evaluator.trace[:budget]
+    return (evaluator if parallel == 1 else evaluator.inner).trace[:budget]
 
 
 def main() -> int:

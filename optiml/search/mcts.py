@@ -13,7 +13,7 @@ proposers: visits and values are recomputed by replaying backpropagation in node
 are evaluated in the order they are created), the proposer's random generator is seeded from
 ``(seed, node id, index of the proposer call on that node)``, and the calls already made on a node
 (and which of them produced nothing new) are read from the ``call`` field of its children's and
-failed attempts' records. Pending nodes in the records are evaluated first.
+failed attempts' records. Pending nodes in the records are evaluated first (as the focus allows).
 
 The budget counts evaluated candidates (the root, which is the reference, is not one); proposals
 that do not apply or duplicate a node already in the tree are recorded as attempts but cost nothing.
@@ -35,6 +35,15 @@ depend on it, so :meth:`MCTS.from_records` rebuilds the same statistics (unfinis
 submitted first, together), but where a parallel search goes next depends on the order results
 arrive, so it repeats itself only as far as that order does. With ``parallel`` == 1 or an
 evaluator without ``submit``, candidates are evaluated one at a time, as above.
+
+The focus. Once some verified node is more than ``SearchConfig.focus`` (3) times slower than the
+fastest, such slow nodes take no new child, and their pending children wait behind the others,
+while a node within the focus can take one or waits on an evaluation in flight below it; when
+nothing within the focus is left, the slow nodes get their turn, so the budget is still used. After
+a big win (a template 50 times faster than the seed), this keeps the evaluations in flight on the
+template's neighbourhood instead of the seed's own lineage, where with several in flight they went
+half the time. It is decided from recorded results only, so a resumed run decides the same; a slow
+node's child still waiting when the budget runs out stays pending.
 """
 from __future__ import annotations
 
@@ -105,6 +114,8 @@ class SearchConfig:
     alpha: float = 0.5
     max_fruitless: int = 2            # proposer calls in a row with nothing new before a node is exhausted
     parallel: int = 1                 # evaluations in flight at once (with an AsyncEvaluator)
+    focus: float = 3.0                # a node over focus x the fastest time takes no new child, and its
+                                      # pending children wait, while nodes within it have work (0: off)
 
 
 class MCTS:
@@ -128,6 +139,7 @@ class MCTS:
         self._pending: list[Node] = []
         self.evaluations = 0
         self.stopped: str | None = None      # why the last run ended: "budget", "time_limit" or "exhausted"
+        self._cut: float | None = None       # the focus: nodes slower than this many ms wait (None: none wait)
 
     # -- resume -------------------------------------------------------------------------------
 
@@ -341,8 +353,23 @@ class MCTS:
                 self._expandable(node, memo) or any(self._open(c, memo) for c in node.children))
         return memo[key]
 
+    def _far(self, node: Node) -> bool:
+        """Slower than the focus allows (see :meth:`_focus`): it waits while nodes within it have work."""
+        return self._cut is not None and node.median_ms is not None and node.median_ms > self._cut
+
+    def _focus(self) -> float | None:
+        """``config.focus`` times the fastest verified time, where some node is that much slower than it
+        (after a big win, most of the tree); else None."""
+        if not self.config.focus:
+            return None
+        times = [n.median_ms for n in self.nodes if n.status == Status.OK and n.median_ms and not n.unsafe]
+        if not times:
+            return None
+        cut = self.config.focus * min(times)
+        return cut if max(times) > cut else None
+
     def _expandable(self, node: Node, memo: dict) -> bool:
-        if node.status != Status.OK or node.exhausted:
+        if node.status != Status.OK or node.exhausted or self._far(node):
             return False
         limit = node.widening_limit(self.config.k_w, self.config.alpha)
         return len(node.children) < limit or all(self._dead(c, memo) for c in node.children)
@@ -394,18 +421,42 @@ class MCTS:
 
     def _step(self) -> bool:
         """Select a node and expand it; False when nothing can be expanded now: the whole tree is
-        exhausted, or (with evaluations in flight) what is left waits on their results."""
+        exhausted, or (with evaluations in flight) what is left waits on their results.
+
+        The focus: once some node is more than ``config.focus`` times slower than the fastest, such
+        nodes take no new child while a node within the focus can (or waits on an evaluation in
+        flight below it); only then do the slow ones take children again, so the budget goes where
+        the best is, yet a search whose near moves run out still uses it."""
+        self._cut = self._focus()
         node = self.root
         while True:
             memo: dict = {}
             if not self._open(self.root, memo):
-                return False
+                if self._cut is None or self._near_inflight():
+                    return False
+                self._cut, node = None, self.root     # nothing within the focus is left: the slow nodes' turn
+                continue
             if self._expandable(node, memo):
                 if self._expand(node):
                     return True
                 continue                  # nothing new: ask again, or it is now exhausted
             nxt = self._select_child(node, memo)
             node = self.root if nxt is None else nxt   # None: it has just become a dead end
+
+    def _near_inflight(self) -> bool:
+        """An evaluation in flight whose parent is within the focus (its result may open more work there)."""
+        return any(n.status == RUNNING and n.parent is not None and not self._far(n.parent) for n in self.nodes)
+
+    def _next_pending(self) -> Node | None:
+        """The oldest pending node, except that while the focus holds (see :meth:`_step`) the children
+        of slow nodes wait for the others; None where only those are left and near work remains."""
+        self._cut = self._focus()
+        for i, n in enumerate(self._pending):
+            if n.parent is None or not self._far(n.parent):
+                return self._pending.pop(i)
+        if self._cut is not None and (self._open(self.root, {}) or self._near_inflight()):
+            return None
+        return self._pending.pop(0)
 
     def run(self, budget: int | None = None, time_limit_s: float | None = None) -> Node | None:
         """Search until ``budget`` candidates in all are evaluated, the time limit passes or nothing
@@ -443,10 +494,14 @@ class MCTS:
         while True:
             while (len(inflight) < parallel and self.evaluations + len(inflight) < budget
                    and (deadline is None or self.clock() < deadline)):
-                if self._pending:
-                    self._submit(self._pending.pop(0), inflight, evaluator)
+                nxt = self._next_pending() if self._pending else None
+                if nxt is not None:
+                    self._submit(nxt, inflight, evaluator)
                 elif not self._step():
-                    exhausted = not inflight     # else: what is left waits on results in flight
+                    if self._pending and not inflight:   # only the slow nodes' children are left
+                        self._submit(self._pending.pop(0), inflight, evaluator)
+                        continue
+                    exhausted = not inflight and not self._pending   # else: what is left waits on results
                     break
             if not inflight:
                 break

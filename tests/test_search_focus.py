@@ -1,0 +1,102 @@
+"""The search's focus after a big win (SearchConfig.focus), on fakes: a FAKE landscape where one
+child of the seed (a template, say) is 100 times faster than the seed's own lineage, each lineage a
+line of points whose neighbours the FAKE proposer offers."""
+import re
+
+import pytest
+
+from optiml.edits.types import Proposal
+from optiml.search import MCTS, SearchConfig
+
+ROOT = "// seed\n#define LINE slow\n#define AT 0\n"
+FAST_POINTS = 100         # the fast lineage's points: AT 0 .. 99
+
+
+def ms_of(source: str) -> float:
+    line = re.search(r"LINE (\w+)", source).group(1)
+    at = int(re.search(r"AT (-?\d+)", source).group(1))
+    if line == "slow":
+        return 100.0 * (1 + 0.01 * abs(at - 7))          # the seed's own moves: 93-100+ ms
+    return 1.0 * (1 + 0.02 * abs(at - 6))                # the template's space: 1.0-1.12 ms
+
+
+class FakeLandscape:
+    """A FAKE evaluator: every source verifies, in the time ``ms_of`` gives it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def evaluate(self, source, flags):
+        self.calls.append(source)
+        return {"status": "ok", "message": "", "median_ms": ms_of(source), "spread": 0.01}
+
+
+class FakeLineProposer:
+    """A FAKE proposer: the seed offers the fast lineage's first point once, then, like every node,
+    the neighbours of its own point along its line (the slow line unbounded, the fast one bounded)."""
+    name = "fake"
+
+    def __init__(self, fast_points: int = FAST_POINTS):
+        self.fast_points = fast_points
+
+    def propose(self, node, k, rng):
+        line = re.search(r"LINE (\w+)", node.source).group(1)
+        at = int(re.search(r"AT (-?\d+)", node.source).group(1))
+        out = []
+        if node.source == ROOT:
+            out.append(Proposal(source="// template\n#define LINE fast\n#define AT 0\n", flags=(), edit="template", rationale="a fake template"))
+        for step in (1, -1, 2, -2, 3, -3):
+            nxt = at + step
+            if line == "fast" and not 0 <= nxt < self.fast_points:
+                continue
+            out.append(Proposal(source=f"// {line}\n#define LINE {line}\n#define AT {nxt}\n", flags=(), edit=f"AT {at} -> {nxt}", rationale="a fake move"))
+        return out[:max(k, 1)] if node.source != ROOT else out[:max(k, 2)]
+
+
+def share_below_half(m: MCTS, calls: list) -> tuple[float, int]:
+    """Of the evaluations after the first within 5 % of the best, the share more than twice as slow."""
+    times = [ms_of(s) for s in calls]
+    best = min(times)
+    found = next(i for i, t in enumerate(times) if t <= best * 1.05)
+    after = times[found + 1:]
+    return sum(t > 2 * best for t in after) / max(1, len(after)), len(after)
+
+
+@pytest.mark.parametrize("parallel", [1, 4])
+def test_after_a_big_win_the_budget_goes_to_the_fast_lineage(parallel):
+    from tests.test_search_parallel import FakeOutOfOrderEvaluator
+    got = {}
+    for focus in (0.0, SearchConfig.focus):
+        ev = FakeLandscape()
+        evaluator = ev if parallel == 1 else FakeOutOfOrderEvaluator(ev, 2)
+        m = MCTS(ROOT, evaluator, FakeLineProposer(), config=SearchConfig(budget=40, seed=1, parallel=parallel, focus=focus))
+        m.run()
+        got[focus] = share_below_half(m, ev.calls[1:]), m.best().median_ms, m.evaluations
+    (without, _), best_without, _ = got[0.0]
+    (with_focus, after), best_with, n = got[SearchConfig.focus]
+    if parallel > 1:                           # unfocused, the slow line fills the evaluations in flight
+        assert without > 0.4, got
+    assert with_focus <= 0.25 and after >= 20, got
+    assert best_with <= best_without and n == 40
+
+
+def test_once_the_fast_lineage_runs_out_the_slow_one_takes_the_rest_of_the_budget():
+    ev = FakeLandscape()
+    m = MCTS(ROOT, ev, FakeLineProposer(fast_points=12), config=SearchConfig(budget=60, seed=3, focus=SearchConfig.focus))
+    m.run()
+    fast = [s for s in ev.calls if "LINE fast" in s]
+    assert len(set(fast)) == 12                      # every fast point was tried first ...
+    assert m.evaluations == 60 and m.stopped == "budget"      # ... then the slow line used the budget
+    last_fast = max(i for i, s in enumerate(ev.calls) if "LINE fast" in s)
+    assert sum("LINE slow" in s for s in ev.calls[last_fast + 1:]) >= 60 - len(ev.calls[:last_fast + 1]) - 1
+
+
+def test_the_focus_is_off_until_some_node_is_that_much_slower():
+    ev = FakeLandscape()
+    m = MCTS(ROOT, ev, FakeLineProposer(), config=SearchConfig(budget=3, seed=0, focus=SearchConfig.focus))
+    m.run()
+    assert m._focus() == pytest.approx(SearchConfig.focus * min(ms_of(s) for s in ev.calls))
+    slow = MCTS("// seed\n#define LINE slow\n#define AT 7\n", FakeLandscape(), FakeLineProposer(fast_points=0),
+                config=SearchConfig(budget=5, seed=0, focus=SearchConfig.focus))
+    slow.run()                                   # times within 3x of each other: no focus, nothing waits
+    assert slow._focus() is None and slow.evaluations == 5
