@@ -46,6 +46,7 @@ class OptimizeOptions:
     timeout_s: float = 120.0
     gpus: str = "all"
     parallel: int | None = None            # None: 16 per GPU
+    focus: float = 3.0                     # SearchConfig.focus (0: off)
     build_jobs: int | None = None
     cluster: str | None = None
     output: Path | None = None             # None: KERNEL.optiml.cu
@@ -292,7 +293,7 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
     with gpus if gpus is not None else nullcontext(), \
             Runner(stages, devices, harness_factory=harness, build_workers=opts.build_jobs) as runner:
         evaluator = RunnerEvaluator(runner)
-        cfg = SearchConfig(budget=budget, time_limit_s=opts.time_limit_s, seed=seed, parallel=parallel)
+        cfg = SearchConfig(budget=budget, time_limit_s=opts.time_limit_s, seed=seed, parallel=parallel, focus=opts.focus)
         if opts.resume is not None:
             search = resume_search(store, run_id, evaluator, prop, config=cfg, task=spec.summary(), entry=spec.entry)
             if store.nodes(run_id, "running"):

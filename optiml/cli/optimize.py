@@ -44,6 +44,9 @@ PROPOSERS = ("rules", "llm", "mixed")
                    "ncu profiles one GPU of a host at a time (the driver serialises it), so with profiling a second "
                    "GPU adds ~10-25 %; with --no-profile, ~2x.")
 @click.option("--parallel", type=int, help="Candidates in flight at once (default 16 per GPU; 1 = one at a time).")
+@click.option("--focus", type=click.FloatRange(min=0), default=3.0, show_default=True,
+              help="Once a candidate is this many times slower than the fastest, leave such candidates until "
+                   "nothing faster is left to try (0 = off).")
 @click.option("--jobs", "build_jobs", type=int, help="nvcc builds at once (default: CPU cores - 1).")
 @click.option("--cluster", metavar="ADDRESS", envvar="OPTIML_CLUSTER",
               help="Dask scheduler (tcp://host:8786): its workers build the candidates, and its GPU workers (one per "
@@ -58,8 +61,8 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
              seed_kernels: tuple[Path, ...], proposer: str, llm_model: str | None, llm_base_url: str | None,
              llm_timeout: float, resume_run: int | None, no_profile: bool, no_templates: bool, tf32: bool, db_path: Path,
              arch: str | None,
-             timeout: float, gpus: str, parallel: int | None, build_jobs: int | None, cluster: str | None,
-             sanitize: str | None, output: Path | None) -> None:
+             timeout: float, gpus: str, parallel: int | None, focus: float, build_jobs: int | None,
+             cluster: str | None, sanitize: str | None, output: Path | None) -> None:
     """Search source edits of KERNEL under verification and write the best verified kernel.
 
     \b
@@ -74,7 +77,7 @@ def optimize(kernel: Path | None, spec_path: Path | None, budget: int | None, ti
                            seed_kernels=tuple(seed_kernels), proposer=proposer, llm_model=llm_model,
                            llm_base_url=llm_base_url, llm_timeout_s=llm_timeout, resume=resume_run,
                            profile=not no_profile, db=db_path, arch=arch, timeout_s=timeout, gpus=gpus,
-                           parallel=parallel, build_jobs=build_jobs, cluster=cluster, output=output,
+                           parallel=parallel, focus=focus, build_jobs=build_jobs, cluster=cluster, output=output,
                            sanitize=sanitize, templates=not no_templates, tf32=tf32)
     progress = SearchProgress()
 

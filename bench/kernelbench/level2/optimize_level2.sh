@@ -10,6 +10,7 @@
 #
 # TIME_LIMIT: seconds of search a run (the final timing, the sanitizer and the baseline come after);
 # FINAL_LIMIT: seconds allowed for those after it (default 240; a seed of a second a launch needs more).
+# OPTIMIZE_ARGS: more options for each `optiml optimize` (e.g. "--focus 0").
 # CORPUS=level1: the level-1 first kernels instead (each from k/NAME.gpu.toml where there is one: no
 # check at the timing size, whose arrays reach 8 GiB).
 set -uo pipefail
@@ -46,7 +47,7 @@ run_one() {     # GPU NAME
     echo "== $name on GPU $gpu $(date +%T)"
     CUDA_VISIBLE_DEVICES=$gpu timeout $(( ${TIME_LIMIT:-150} + ${FINAL_LIMIT:-240} )) python3 -m optiml optimize "$HERE/k/$name.cu" \
         --spec "$OUT/$name.toml" --budget "${BUDGET:-100}" --proposer rules --no-profile \
-        --time-limit "${TIME_LIMIT:-150}" --db "$OUT/$name.db" -o "$OUT/$name.best.cu" > "$OUT/$name.log" 2>&1
+        --time-limit "${TIME_LIMIT:-150}" --db "$OUT/$name.db" -o "$OUT/$name.best.cu" ${OPTIMIZE_ARGS:-} > "$OUT/$name.log" 2>&1
     echo "== $name done ($?) $(date +%T): $(grep -E '^run ' "$OUT/$name.log" | tail -1)"
 }
 names=("$@")
