@@ -53,6 +53,17 @@ class FakeLineProposer:
         return out[:max(k, 1)] if node.source != ROOT else out[:max(k, 2)]
 
 
+def test_the_slow_siblings_already_proposed_wait_behind_the_fast_lineage():
+    """The seed's first expansion proposes the template and five of its own moves together; once
+    the template's time is known, those five wait while the template's neighbourhood has moves."""
+    ev = FakeLandscape()
+    m = MCTS(ROOT, ev, FakeLineProposer(), config=SearchConfig(budget=12, seed=0, k_w=6.0))
+    m.run()
+    lines = [re.search(r"LINE (\w+)", s).group(1) for s in ev.calls[1:]]
+    assert lines[0] == "fast" and lines[1:] == ["fast"] * 11, lines
+    assert sum(n.status == "pending" for n in m.nodes) >= 5      # the seed's own moves, never evaluated
+
+
 def share_below_half(m: MCTS, calls: list) -> tuple[float, int]:
     """Of the evaluations after the first within 5 % of the best, the share more than twice as slow."""
     times = [ms_of(s) for s in calls]

@@ -184,15 +184,16 @@ def test_same_seed_same_run_and_seed_matters():
     assert ev_a.calls != ev_c.calls
 
 
-def test_resume_30_then_60_equals_60_at_once():
+@pytest.mark.parametrize("focus", [0.0, SearchConfig.focus])
+def test_resume_30_then_60_equals_60_at_once(focus):
     for seed in (0, 3):
-        once, ev_once, _ = search(60, seed=seed)
+        once, ev_once, _ = search(60, seed=seed, focus=focus)
         rec = RecordingObserver()
-        first, _, _ = search(30, seed=seed, observer=rec)
+        first, _, _ = search(30, seed=seed, observer=rec, focus=focus)
         records = rec.records
         assert sum(r["id"] is not None and r["status"] != "pending" for r in records) == 31
         rec2 = RecordingObserver()
-        resumed, ev_resumed, _ = search(60, seed=seed, records=records, observer=rec2)
+        resumed, ev_resumed, _ = search(60, seed=seed, records=records, observer=rec2, focus=focus)
         assert len(ev_resumed.calls) == 30          # the 30 stored candidates are not evaluated again
         assert resumed.evaluations == 60
         assert resumed.signature() == once.signature()
@@ -321,3 +322,13 @@ def test_the_root_never_takes_a_child_past_its_widening_limit_while_a_child_live
     assert len(obs.rows) >= 3
     over = [r for r in obs.rows if r[2] and r[0] > r[1]]
     assert not over, over
+
+
+def test_a_root_found_unsafe_is_never_the_best():
+    """The root stays ``ok`` when amended as unsafe (every reward's reference), yet best() passes it over."""
+    m, _, _ = search(3, seed=0)
+    fastest = min((n for n in m.nodes if n.status == "ok"), key=lambda n: n.median_ms)
+    m.amend(m.root, dict(status="unsafe", median_ms=0.001, spread=0.01, message="racecheck: a hazard",
+                         sanitize={"status": "unsafe", "message": "racecheck: a hazard"}))
+    assert m.root.status == "ok" and m.root.unsafe
+    assert m.best() is not m.root and m.best() is fastest

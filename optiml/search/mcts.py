@@ -362,7 +362,7 @@ class MCTS:
         (after a big win, most of the tree); else None."""
         if not self.config.focus:
             return None
-        times = [n.median_ms for n in self.nodes if n.status == Status.OK and n.median_ms and not n.unsafe]
+        times = [n.median_ms for n in self.nodes if n.status == Status.OK and n.median_ms is not None and not n.unsafe]
         if not times:
             return None
         cut = self.config.focus * min(times)
