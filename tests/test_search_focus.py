@@ -111,3 +111,32 @@ def test_the_focus_is_off_until_some_node_is_that_much_slower():
                 config=SearchConfig(budget=5, seed=0, focus=SearchConfig.focus))
     slow.run()                                   # times within 3x of each other: no focus, nothing waits
     assert slow._focus() is None and slow.evaluations == 5
+
+
+def test_the_allocation_bench_reads_the_share_from_a_stored_run(tmp_path):
+    """bench/search_quality/allocation.py on a real trajectory database of a FAKE search: the
+    evaluations after the best and the share below half its speed, as the evaluator saw them."""
+    import importlib.util
+    from pathlib import Path
+
+    from optiml.app.records import StoreObserver
+    from optiml.traces.store import TraceStore
+    path = Path(__file__).resolve().parents[1] / "bench" / "search_quality" / "allocation.py"
+    spec = importlib.util.spec_from_file_location("allocation", path)
+    allocation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(allocation)
+    store = TraceStore(tmp_path / "run.db")
+    run = store.start_run("fake", seed=0, budget=20)
+    from tests.test_search_parallel import FakeOutOfOrderEvaluator
+    ev = FakeLandscape()
+    evaluator = FakeOutOfOrderEvaluator(ev, 2)
+    MCTS(ROOT, evaluator, FakeLineProposer(), config=SearchConfig(budget=20, seed=0, focus=0.0, parallel=4),
+         observer=StoreObserver(store, run, evaluator)).run()
+    times = [ms_of(s) for s in ev.calls]
+    best = min(times)
+    found = next(i for i, t in enumerate(times) if t <= best * 1.05)
+    want_slow = sum(t > 2 * best for t in times[found + 1:])
+    (row,) = allocation.allocation(tmp_path / "run.db")
+    assert row["evaluations"] == len(times) == 21 and row["best_ms"] == pytest.approx(best)
+    assert row["found_at"] == found + 1 and row["after"] == len(times) - found - 1
+    assert row["below_half"] == want_slow > 0
