@@ -374,6 +374,13 @@ MUTANTS: list[Mutant] = [
     M("spec", "optiml/spec/load.py", "if dname not in _dt.DTYPES:", "if dname in ():", SPEC),
     M("spec", "optiml/spec/model.py", 'if kind != "bool" and not lo <= v <= hi:', 'if kind != "bool" and not lo <= v:', SPEC),
     # -- edits -------------------------------------------------------------------------------------
+    M("edits", "optiml/edits/atomics.py", "if (optiml_priv[optiml_j] != 0) atomicAdd", "if (optiml_priv[optiml_j] > 1) atomicAdd",
+      ("tests/test_edits_atomics.py",)),
+    M("edits", "optiml/edits/atomics.py", "cap = int(bins) if re.fullmatch(r\"\\d+\", bins) and int(bins) <= CAP else CAP", "cap = 64",
+      ("tests/test_edits_atomics.py",)),
+    M("edits", "optiml/edits/atomics.py", "        if value is not None and (value + 1) & value == 0:\n            return str(value + 1)",
+      "        if value is not None and (value + 1) & value == 0:\n            return str(value)", ("tests/test_edits_atomics.py",)),
+    M("edits", "optiml/edits/atomics.py", "    if uses != len(calls):", "    if False:", ("tests/test_edits_atomics.py",)),
     M("edits", "optiml/edits/blocks.py", '            replace.append(line[1:] if line.startswith(" ") else line)\n',
       "            pass\n", EDITS, planted=True),
     M("edits", "optiml/edits/transforms.py", "if not isinstance(v, int) or v < 2 or v & (v - 1):",
