@@ -200,7 +200,99 @@ def _constants(root) -> dict[str, int | float]:
             progressed = True
         if not progressed:
             break
+    # the integer template arguments the kernels give (`f<16, size_t>(...)` in a __global__ body, or
+    # `template __global__ void k<16>(...);`), named as the template names them: a launch expression
+    # may use them (cuda-samples' `block_size`), and a tuned one moves the launch with it; a name
+    # given two values in the file is left out
+    given: dict[str, set] = {}
+    for k in _kernels(root):
+        for name, sites in template_sites(root, k.name).items():
+            given.setdefault(name, set()).update(st.value for st in sites)
+    for name, vals in given.items():
+        if len(vals) == 1 and name not in values:
+            values[name] = next(iter(vals))
     return values
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a tunable's value is written: the bytes of one integer literal."""
+    start: int
+    end: int
+    value: int
+    kind: str                 # "define", "constexpr" or "template"
+
+
+def _template_params(root) -> dict[str, list[tuple[str, int]]]:
+    """Function name -> [(template parameter name, index)] for the integer (non-type) ones."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for n in _walk(root):
+        if n.type != "template_declaration":
+            continue
+        plist = next((c for c in n.children if c.type == "template_parameter_list"), None)
+        fn = next((c for c in n.children if c.type in ("function_definition", "declaration")), None)
+        if plist is None or fn is None:
+            continue
+        d = function_declarator(fn)
+        if d is None or d.child_by_field_name("declarator") is None:
+            continue
+        fname = _text(d.child_by_field_name("declarator"))
+        params = [c for c in plist.named_children]
+        for i, p in enumerate(params):
+            if p.type in ("parameter_declaration", "optional_parameter_declaration"):
+                ident = p.child_by_field_name("declarator")
+                if ident is not None and ident.type == "identifier":
+                    out.setdefault(fname, []).append((_text(ident), i))
+    return out
+
+
+def _int_literal(node) -> int | None:
+    if node is not None and node.type == "number_literal" and re.fullmatch(r"\d+[uUlL]*", _text(node)):
+        return int(_text(node).rstrip("uUlL"))
+    return None
+
+
+def _template_args(node) -> list:
+    args = next((c for c in node.children if c.type == "template_argument_list"), None)
+    return [] if args is None else [c for c in args.named_children]
+
+
+def _entry(root, entry: str):
+    for n in _walk(root):
+        if n.type == "function_definition" and any(c.type == "__global__" for c in n.children):
+            d = function_declarator(n)
+            if d is not None and _text(d.child_by_field_name("declarator")) == entry:
+                return n
+    return None
+
+
+def template_sites(root, entry: str) -> dict[str, list[Site]]:
+    """Integer template arguments the entry gives: in calls ``f<16, ...>(...)`` in its body, and in
+    an explicit instantiation ``template __global__ void entry<16>(...)``; named by the template's
+    parameter names."""
+    params = _template_params(root)
+    out: dict[str, list[Site]] = {}
+
+    def take(fname: str, holder) -> None:
+        for pname, i in params.get(fname, []):
+            args = _template_args(holder)
+            if i < len(args) and (v := _int_literal(args[i])) is not None:
+                lit = args[i]
+                out.setdefault(pname, []).append(Site(lit.start_byte, lit.start_byte + len(_text(lit).rstrip("uUlL")), v, "template"))
+
+    fn = _entry(root, entry)
+    if fn is not None:
+        for n in _walk(fn.child_by_field_name("body")):
+            if n.type == "template_function" and n.child_by_field_name("name") is not None:
+                take(_text(n.child_by_field_name("name")), n)
+    for n in _walk(root):                 # template __global__ void entry<16>(...);
+        if n.type == "template_instantiation" or (n.type == "declaration" and n.parent is not None
+                                                   and n.parent.type == "template_instantiation"):
+            for t in _walk(n):
+                if t.type == "template_function" and t.child_by_field_name("name") is not None \
+                        and _text(t.child_by_field_name("name")) == entry:
+                    take(entry, t)
+    return out
 
 
 def _launch_comment(text: str) -> LaunchOverride | None:

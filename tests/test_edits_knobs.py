@@ -305,3 +305,53 @@ def test_a_template_argument_of_the_entry_is_tuned_at_every_place_together(tmp_p
     assert tune_constants(TEMPLATED.replace("partial<8>(x, i + 1)", "partial<4>(x, i + 1)"), "k") == []
     # a name that is not a tunable's (a problem size) is left alone
     assert tune_constants(TEMPLATED.replace("TILE", "N"), "k") == []
+
+
+# cuda-samples' matrixMul shape: the tile is the template parameter `block_size` of a __device__
+# function an extern "C" entry instantiates, and the spec's launch names it
+SAMPLES_MM = """template <int block_size, typename index_t>
+__device__ void matrixMul(float *C, const float *A, const float *B, index_t wA, index_t wB) {
+  __shared__ float As[block_size][block_size];
+  __shared__ float Bs[block_size][block_size];
+  index_t bx = blockIdx.x, by = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y;
+  float Csub = 0.0f;
+  for (index_t a = wA * block_size * by, b = block_size * bx; a <= wA * block_size * by + wA - 1;
+       a += block_size, b += block_size * wB) {
+    As[ty][tx] = A[a + wA * ty + tx];
+    Bs[ty][tx] = B[b + wB * ty + tx];
+    __syncthreads();
+    for (int k = 0; k < block_size; ++k) Csub += As[ty][k] * Bs[k][tx];
+    __syncthreads();
+  }
+  C[wB * block_size * by + block_size * bx + wB * ty + tx] = Csub;
+}
+extern "C" __global__ void matrixMul_bs16(float *C, const float *A, const float *B, int wA, int wB) {
+  matrixMul<16, int>(C, A, B, wA, wB);
+}
+"""
+SAMPLES_LAUNCH = (("WB / block_size", "HA / block_size"), ("block_size", "block_size"), 0)
+
+
+def test_a_lowercase_template_block_size_the_launch_names_is_tuned_and_the_launch_follows(tmp_path):
+    from tests.host_emulation import GXX, run_on_host
+    assert parse_source(SAMPLES_MM).constants == {"block_size": 16}
+    ts = {t.edit: t for t in tune_constants(SAMPLES_MM, "matrixMul_bs16", launch=SAMPLES_LAUNCH)}
+    assert set(ts) == {"block_size 16 -> 8", "block_size 16 -> 32"}
+    at32 = SAMPLES_MM.replace("<16, int>", "<32, int>")
+    assert {t.edit for t in tune_constants(at32, "matrixMul_bs16", launch=SAMPLES_LAUNCH)} == \
+        {"block_size 32 -> 16"}                                             # 64 x 64 threads: never
+    wider = ts["block_size 16 -> 32"].source
+    assert "matrixMul<32, int>(" in wider and parse_source(wider).constants == {"block_size": 32}
+    assert compiles(tmp_path, wider)
+    # a name given two values in the file is no constant (which would the launch mean?)
+    two = SAMPLES_MM + SAMPLES_MM.split("extern")[1].join(["extern", ""]).replace("bs16", "bs8").replace("<16,", "<8,")
+    assert "block_size" not in parse_source(two).constants
+    if GXX is None:
+        return
+    HA, WA, WB = 64, 96, 32
+    outs = []
+    for src in (SAMPLES_MM, wider):
+        bs = parse_source(src).constants["block_size"]
+        outs.append(run_on_host(tmp_path, f"bs{bs}", src, "matrixMul_bs16", {"C": HA * WB, "A": HA * WA, "B": WA * WB},
+                                {"wA": WA, "wB": WB}, (WB // bs, HA // bs), (bs, bs), ("C",), (0,), threaded=True)[0])
+    assert outs[0] == outs[1]             # the same products, summed in the same order of k

@@ -374,6 +374,12 @@ MUTANTS: list[Mutant] = [
     M("spec", "optiml/spec/load.py", "if dname not in _dt.DTYPES:", "if dname in ():", SPEC),
     M("spec", "optiml/spec/model.py", 'if kind != "bool" and not lo <= v <= hi:', 'if kind != "bool" and not lo <= v:', SPEC),
     # -- edits -------------------------------------------------------------------------------------
+    M("edits", "optiml/source.py", "        if len(vals) == 1 and name not in values:", "        if name not in values:",
+      ("tests/test_edits_knobs.py",)),
+    M("edits", "optiml/edits/transforms.py", "not (_TUNABLE.search(name.upper()) or name in launched)", "not _TUNABLE.search(name)",
+      ("tests/test_edits_knobs.py",)),
+    M("edits", "optiml/edits/transforms.py", "not 1 <= math.prod(int(t) for t in threads) <= min(MAX_THREADS, cap or MAX_THREADS):",
+      "False:", ("tests/test_edits_knobs.py",)),
     M("edits", "optiml/edits/atomics.py", "if (optiml_priv[optiml_j] != 0) atomicAdd", "if (optiml_priv[optiml_j] > 1) atomicAdd",
       ("tests/test_edits_atomics.py",)),
     M("edits", "optiml/edits/atomics.py", "cap = int(bins) if re.fullmatch(r\"\\d+\", bins) and int(bins) <= CAP else CAP", "cap = 64",

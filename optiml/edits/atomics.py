@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 
 from ..source import _walk
-from .cutree import Transform, _params, _splice, _t, _tree
+from .cutree import Transform, _params, _splice, _t
+from .reductions import _strip_parens as _strip
 from .structural import _free_name, _launch_line, _one_item, _with_launch
 
 CAP = 4096
@@ -33,19 +34,6 @@ def _top_level(text: str, op: str) -> tuple[str, str] | None:
         if depth == 0 and ch == op and (op != "&" or (text[i - 1:i] != "&" and text[i + 1:i + 2] != "&")):
             at = i
     return None if at is None else (text[:at].strip(), text[at + 1:].strip())
-
-
-def _strip(text: str) -> str:
-    text = text.strip()
-    while text.startswith("(") and text.endswith(")"):
-        depth = 0
-        for i, ch in enumerate(text):
-            depth += ch == "("
-            depth -= ch == ")"
-            if depth == 0 and i < len(text) - 1:
-                return text
-        text = text[1:-1].strip()
-    return text
 
 
 def _bins(index: str, rest: str) -> str | None:

@@ -105,9 +105,12 @@ def _neighbours(v: int) -> list[int]:
     return [x for x in (lo, hi) if x >= 1]
 
 
-def tune_constants(source: str, entry: str = "", block: tuple[str, ...] | None = None) -> list[Transform]:
+def tune_constants(source: str, entry: str = "", block: tuple[str, ...] | None = None, launch=None) -> list[Transform]:
     """Integer tunables (``#define BLOCK 16``, ``constexpr int TILE = 32;``) to neighbouring powers
-    of two, keeping threads per block <= 1024 and static shared memory <= 48 KiB."""
+    of two, keeping threads per block <= 1024 and static shared memory <= 48 KiB. An integer template
+    argument of the entry is one where its name looks like a tunable's in any case (cuda-samples'
+    ``block_size``) or the launch (``launch``: the spec's (grid, block, shared_mem)) uses it, its
+    values kept to what the launch's block allows."""
     root = _tree(source)
     defs = _constant_defs(root)
     info = parse_source(source)
@@ -142,12 +145,20 @@ def tune_constants(source: str, entry: str = "", block: tuple[str, ...] | None =
                 hint=1.0 if role == "block dimension" else 0.7))
     # template arguments the entry passes (`reduce<256>(...)`, `template __global__ void k<16>(...)`),
     # named like a tunable and written with one value everywhere: every site moves together
+    grid_dims, block_dims_ = (tuple(launch[0] or ()), tuple(launch[1] or ())) if launch else ((), ())
+    launched = set().union(*(_expr.names_in(str(d)) for d in grid_dims + block_dims_)) if launch else set()
     for name, sites in sorted(template_sites(root, entry).items()):
         value = sites[0].value
-        if name in defs or not _TUNABLE.search(name) or value < 1 or len({st.value for st in sites}) != 1:
+        if name in defs or not (_TUNABLE.search(name.upper()) or name in launched) or value < 1 or \
+                len({st.value for st in sites}) != 1:
             continue
         for new in _neighbours(value):
-            if _BLOCKISH.search(name) and new > min(MAX_THREADS, cap or MAX_THREADS):
+            if _BLOCKISH.search(name.upper()) and new > min(MAX_THREADS, cap or MAX_THREADS):
+                continue
+            env = dict(info.constants, **{name: new})
+            threads = [_eval(str(d), env) for d in (dims or block_dims_)]
+            if threads and all(t is not None for t in threads) and \
+                    not 1 <= math.prod(int(t) for t in threads) <= min(MAX_THREADS, cap or MAX_THREADS):
                 continue
             out.append(Transform(
                 "tune", _splice(source, [(st.start, st.end, str(new)) for st in sites]), f"{name} {value} -> {new}",
@@ -397,7 +408,7 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
     ``refused``, when given, receives (rewrite, why) for each structural rewrite that looked
     applicable and was not made."""
     out = []
-    out += tune_constants(source, entry) if auto_tune else []
+    out += tune_constants(source, entry, launch=launch) if auto_tune else []
     for name, rewrite in _structural(auto_tune):
         try:
             made, why = rewrite(source, entry, launch)

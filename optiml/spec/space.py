@@ -19,22 +19,13 @@ from typing import Iterable, Mapping
 from .. import expr as _expr
 from ..errors import ExprError, SpecError
 from ..expr import show
-from ..source import _parser, _walk, function_declarator
+from ..source import Site, _parser, _walk, template_sites  # noqa: F401 (re-exported)
 
 RESERVED = ("restrictions",)
 # names that usually are a tunable quantity (a tile, a block dimension, work per thread)
 TUNABLE_NAME = re.compile(
     r"(^|_)(BLOCK|BLOCKS|TILE|THREADS|TPB|WARPS|UNROLL|ITEMS|VEC|WPT|COARSEN|BM|BN|BK|TM|TN|"
     r"SIZE|DIM|X|Y|Z)(_|$|\d)")
-
-
-@dataclass(frozen=True)
-class Site:
-    """Where a tunable's value is written: the bytes of one integer literal."""
-    start: int
-    end: int
-    value: int
-    kind: str                 # "define", "constexpr" or "template"
 
 
 @dataclass(frozen=True)
@@ -146,78 +137,6 @@ def constant_sites(root) -> dict[str, Site]:
                         and lit.type == "number_literal" and re.fullmatch(r"\d+[uU]?", _t(lit)):
                     text = _t(lit).rstrip("uU")
                     out[_t(d)] = Site(lit.start_byte, lit.start_byte + len(text), int(text), "constexpr")
-    return out
-
-
-def _template_params(root) -> dict[str, list[tuple[str, int]]]:
-    """Function name -> [(template parameter name, index)] for the integer (non-type) ones."""
-    out: dict[str, list[tuple[str, int]]] = {}
-    for n in _walk(root):
-        if n.type != "template_declaration":
-            continue
-        plist = next((c for c in n.children if c.type == "template_parameter_list"), None)
-        fn = next((c for c in n.children if c.type in ("function_definition", "declaration")), None)
-        if plist is None or fn is None:
-            continue
-        d = function_declarator(fn)
-        if d is None or d.child_by_field_name("declarator") is None:
-            continue
-        fname = _t(d.child_by_field_name("declarator"))
-        params = [c for c in plist.named_children]
-        for i, p in enumerate(params):
-            if p.type in ("parameter_declaration", "optional_parameter_declaration"):
-                ident = p.child_by_field_name("declarator")
-                if ident is not None and ident.type == "identifier":
-                    out.setdefault(fname, []).append((_t(ident), i))
-    return out
-
-
-def _int_literal(node) -> int | None:
-    if node is not None and node.type == "number_literal" and re.fullmatch(r"\d+[uUlL]*", _t(node)):
-        return int(_t(node).rstrip("uUlL"))
-    return None
-
-
-def _template_args(node) -> list:
-    args = next((c for c in node.children if c.type == "template_argument_list"), None)
-    return [] if args is None else [c for c in args.named_children]
-
-
-def _entry(root, entry: str):
-    for n in _walk(root):
-        if n.type == "function_definition" and any(c.type == "__global__" for c in n.children):
-            d = function_declarator(n)
-            if d is not None and _t(d.child_by_field_name("declarator")) == entry:
-                return n
-    return None
-
-
-def template_sites(root, entry: str) -> dict[str, list[Site]]:
-    """Integer template arguments the entry gives: in calls ``f<16, ...>(...)`` in its body, and in
-    an explicit instantiation ``template __global__ void entry<16>(...)``; named by the template's
-    parameter names."""
-    params = _template_params(root)
-    out: dict[str, list[Site]] = {}
-
-    def take(fname: str, holder) -> None:
-        for pname, i in params.get(fname, []):
-            args = _template_args(holder)
-            if i < len(args) and (v := _int_literal(args[i])) is not None:
-                lit = args[i]
-                out.setdefault(pname, []).append(Site(lit.start_byte, lit.start_byte + len(_t(lit).rstrip("uUlL")), v, "template"))
-
-    fn = _entry(root, entry)
-    if fn is not None:
-        for n in _walk(fn.child_by_field_name("body")):
-            if n.type == "template_function" and n.child_by_field_name("name") is not None:
-                take(_t(n.child_by_field_name("name")), n)
-    for n in _walk(root):                 # template __global__ void entry<16>(...);
-        if n.type == "template_instantiation" or (n.type == "declaration" and n.parent is not None
-                                                   and n.parent.type == "template_instantiation"):
-            for t in _walk(n):
-                if t.type == "template_function" and t.child_by_field_name("name") is not None \
-                        and _t(t.child_by_field_name("name")) == entry:
-                    take(entry, t)
     return out
 
 
