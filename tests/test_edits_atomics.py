@@ -75,6 +75,26 @@ def test_a_weighted_histogram_by_mask_with_an_early_return(tmp_path):
     assert len(w) == len(g) == 256 and all(abs(a - b) <= 1e-4 * max(1.0, abs(a)) for a, b in zip(w, g))
 
 
+BYTES = """__global__ void byte_hist(const unsigned char *data, unsigned int *bins, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&bins[data[i]], 1);
+}
+"""
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_a_histogram_of_bytes_gets_256_bins(tmp_path):
+    (t,), why = privatize_atomics(BYTES, "byte_hist", LAUNCH)
+    assert why is None and "#define OPTIML_PRIV_CAP 256" in t.source
+    n = 4001
+    counts, scalars = {"data": n, "bins": 256}, {"n": n}
+    want = _run(tmp_path, "orig", BYTES, "byte_hist", counts, scalars, ("bins",))
+    got = _run(tmp_path, "priv", t.source, "byte_hist", counts, scalars, ("bins",))
+    assert got == want and len(set(want[1].split())) > 2
+    # signed bytes may be negative: no bound
+    assert "not bounded" in privatize_atomics(BYTES.replace("unsigned char", "char"), "byte_hist", LAUNCH)[1]
+
+
 def test_the_rewrite_compiles_for_sm_90_and_the_rules_offer_it(tmp_path):
     (t,), _ = privatize_atomics(HIST, "histogram", LAUNCH)
     if NVCC is not None:

@@ -6,7 +6,7 @@ items, a grid-stride loop over the items with a grid of at most ``OPTIML_PRIV_BL
 tuned).
 
 The bins' count must be readable from the index: ``k = E % B`` (or ``E & M`` with M + 1 a power of
-two), B a literal or the kernel's scalars. The copy holds ``OPTIML_PRIV_CAP`` bins (B where it is a
+two), B a literal or the kernel's scalars, or an element of an array of unsigned bytes (256). The copy holds ``OPTIML_PRIV_CAP`` bins (B where it is a
 literal, else 4096); a launch whose B is larger adds to A directly, as the kernel did. Refused with
 the reason where the kernel already cooperates (barriers, shared memory), reads or writes A otherwise,
 uses an atomic's result, returns inside the item, or is not one item a thread.
@@ -36,15 +36,24 @@ def _top_level(text: str, op: str) -> tuple[str, str] | None:
     return None if at is None else (text[:at].strip(), text[at + 1:].strip())
 
 
-def _bins(index: str, rest: str) -> str | None:
-    """The bins' count an index is bounded by (``E % B``, ``E & M``), following one local assignment."""
+_BYTE = r"(?:unsigned\s+char|uint8_t|uchar|u_char)"
+
+
+def _bins(index: str, rest: str, bytes_: set = frozenset()) -> str | None:
+    """The bins' count an index is bounded by (``E % B``, ``E & M``, an unsigned byte: 256), following
+    one local assignment; ``bytes_``: the kernel's arrays of unsigned bytes."""
     index = _strip(index)
     if re.fullmatch(r"\w+", index):
-        m = re.search(rf"\b(?:const\s+)?(?:unsigned\s+)?(?:int|long|long long|size_t|unsigned|uint32_t|int64_t)\s+"
-                      rf"{re.escape(index)}\s*=\s*([^;]+);", rest)
+        m = re.search(rf"\b(?:const\s+)?({_BYTE}|(?:unsigned\s+)?(?:int|long|long long|size_t|unsigned|uint32_t|int64_t))"
+                      rf"\s+{re.escape(index)}\s*=\s*([^;]+);", rest)
         if m is None or len(re.findall(rf"\b{re.escape(index)}\s*(=[^=]|\+=|-=|\+\+|--)", rest)) != 1:
             return None
-        index = _strip(m.group(1))
+        if re.fullmatch(_BYTE, m.group(1)):
+            return "256"
+        index = _strip(m.group(2))
+    byte = re.fullmatch(r"(?:\(\s*(?:unsigned\s+)?(?:int|unsigned|size_t|long)\s*\)\s*)?(\w+)\s*\[[^\[\]]+\]", index)
+    if byte is not None and byte.group(1) in bytes_:
+        return "256"
     mod = _top_level(index, "%")
     if mod is not None and mod[1]:
         return _strip(mod[1])
@@ -70,6 +79,8 @@ def privatize_atomics(source: str, entry: str = "", launch=None) -> tuple[list[T
     fn, info = parts["fn"], parts["info"]
     pointers = {name: p for name, _, ptr, p in _params(fn.child_by_field_name("declarator")) if ptr is not None}
     scalars = {name for name, _, ptr, _ in _params(fn.child_by_field_name("declarator")) if ptr is None}
+    bytes_ = {name for name, p in pointers.items() if p.child_by_field_name("type") is not None and
+              re.fullmatch(rf"(?:const\s+)?{_BYTE}(?:\s+const)?", _t(p.child_by_field_name("type")).strip())}
     lo, hi = parts["rest_range"]
     data = source.encode("utf-8")
     rest_text = data[lo:hi].decode("utf-8")
@@ -91,10 +102,10 @@ def privatize_atomics(source: str, entry: str = "", launch=None) -> tuple[list[T
         if target not in (None, m.group(1)):
             return [], "not privatized: atomics into more than one array"
         target, index = m.group(1), m.group(2).strip()
-        b = _bins(index, rest_text)
+        b = _bins(index, rest_text, bytes_)
         if b is None:
-            return [], (f"not privatized: the bin {index} is not bounded by a `% bins` or `& mask` the rewrite "
-                        "can read")
+            return [], (f"not privatized: the bin {index} is not bounded by a `% bins`, a `& mask` or an unsigned "
+                        "byte the rewrite can read")
         if bins not in (None, b):
             return [], "not privatized: the atomics' bins are bounded differently"
         bins = b
