@@ -374,6 +374,8 @@ MUTANTS: list[Mutant] = [
     M("spec", "optiml/spec/load.py", "if dname not in _dt.DTYPES:", "if dname in ():", SPEC),
     M("spec", "optiml/spec/model.py", 'if kind != "bool" and not lo <= v <= hi:', 'if kind != "bool" and not lo <= v:', SPEC),
     # -- edits -------------------------------------------------------------------------------------
+    M("edits", "optiml/edits/atomics.py", "    if byte is not None and byte.group(1) in bytes_:\n        return \"256\"",
+      "    if byte is not None and byte.group(1) in bytes_:\n        return \"128\"", ("tests/test_edits_atomics.py",)),
     M("edits", "optiml/source.py", "        if len(vals) == 1 and name not in values:", "        if name not in values:",
       ("tests/test_edits_knobs.py",)),
     M("edits", "optiml/edits/transforms.py", "not (_TUNABLE.search(name.upper()) or name in launched)", "not _TUNABLE.search(name)",
