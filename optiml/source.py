@@ -204,9 +204,10 @@ def _constants(root) -> dict[str, int | float]:
     # `template __global__ void k<16>(...);`), named as the template names them: a launch expression
     # may use them (cuda-samples' `block_size`), and a tuned one moves the launch with it; a name
     # given two values in the file is left out
+    params = _template_params(root)
     given: dict[str, set] = {}
-    for k in _kernels(root):
-        for name, sites in template_sites(root, k.name).items():
+    for k in _kernels(root) if params else ():       # a file without templates: nothing to walk for
+        for name, sites in template_sites(root, k.name, params).items():
             given.setdefault(name, set()).update(st.value for st in sites)
     for name, vals in given.items():
         if len(vals) == 1 and name not in values:
@@ -266,11 +267,11 @@ def _entry(root, entry: str):
     return None
 
 
-def template_sites(root, entry: str) -> dict[str, list[Site]]:
+def template_sites(root, entry: str, params: dict | None = None) -> dict[str, list[Site]]:
     """Integer template arguments the entry gives: in calls ``f<16, ...>(...)`` in its body, and in
     an explicit instantiation ``template __global__ void entry<16>(...)``; named by the template's
-    parameter names."""
-    params = _template_params(root)
+    parameter names (``params``: :func:`_template_params` of ``root``, where the caller has it)."""
+    params = _template_params(root) if params is None else params
     out: dict[str, list[Site]] = {}
 
     def take(fname: str, holder) -> None:

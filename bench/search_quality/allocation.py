@@ -15,6 +15,21 @@ import sys
 from pathlib import Path
 
 
+def after_best(trace: list) -> dict | None:
+    """For evaluations in order (each a median in ms, None for a failed one): the best, where the first
+    within 5 % of it came (1-based), and after it how many there were, how many more than twice as
+    slow as the best (below half its speed) and how many failed; None where none verified."""
+    ok = [ms for ms in trace if ms]
+    if not ok:
+        return None
+    best = min(ok)
+    found = next(i for i, ms in enumerate(trace) if ms and ms <= best * 1.05)
+    after = trace[found + 1:]
+    slow = sum(1 for ms in after if ms and ms > 2 * best)
+    return dict(best_ms=best, found_at=found + 1, after=len(after), below_half=slow,
+                failed=sum(1 for ms in after if not ms), share_below_half=slow / len(after) if after else 0.0)
+
+
 def allocation(db: Path) -> list[dict]:
     """One row per run of ``db``: evaluations, the evaluation that found the best, and after it the
     count of candidates below half the best's speed, failed, and the rest."""
@@ -24,17 +39,9 @@ def allocation(db: Path) -> list[dict]:
         evals = con.execute(
             "SELECT e.status, e.median_ms FROM evaluations e JOIN nodes n ON n.id = e.node_id "
             "WHERE n.run_id = ? ORDER BY e.id", (run_id,)).fetchall()
-        ok = [ms for status, ms in evals if status == "ok" and ms]
-        if not ok:
-            continue
-        best = min(ok)
-        found = next(i for i, (status, ms) in enumerate(evals) if status == "ok" and ms and ms <= best * 1.05)
-        after = evals[found + 1:]
-        slow = sum(1 for status, ms in after if status == "ok" and ms and ms > 2 * best)
-        failed = sum(1 for status, _ in after if status != "ok")
-        rows.append(dict(db=db.name, run=run_id, evaluations=len(evals), best_ms=best, found_at=found + 1,
-                         after=len(after), below_half=slow, failed=failed,
-                         share_below_half=slow / len(after) if after else 0.0))
+        row = after_best([ms if status == "ok" else None for status, ms in evals])
+        if row is not None:
+            rows.append(dict(db=db.name, run=run_id, evaluations=len(evals), **row))
     con.close()
     return rows
 

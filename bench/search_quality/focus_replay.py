@@ -18,18 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import space_replay  # noqa: E402
+from allocation import after_best  # noqa: E402
 
 SPACES = Path(__file__).resolve().parents[2] / "tests" / "data" / "spaces"
-
-
-def after_share(trace: list) -> float | None:
-    ok = [t for t in trace if t is not None]
-    if not ok:
-        return None
-    best = min(ok)
-    found = next(i for i, t in enumerate(trace) if t is not None and t <= best * 1.05)
-    after = trace[found + 1:]
-    return sum(1 for t in after if t is not None and t > 2 * best) / len(after) if after else 0.0
 
 
 def main() -> int:
@@ -53,9 +44,9 @@ def main() -> int:
                         trace = space_replay.optiml_trace(space, seed, budget, focus=focus, parallel=parallel)
                         ok = [t for t in trace if t is not None]
                         ratios.append(min(ok) / optimum)
-                        s = after_share(trace)
-                        if s is not None:
-                            shares.append(s)
+                        after = after_best(trace)
+                        if after is not None:
+                            shares.append(after["share_below_half"])
                     cells[focus] = (statistics.mean(ratios), statistics.mean(shares) if shares else 0.0)
                 print(f"| {path.stem} | {budget} | {parallel} | {cells[0.0][0]:.3f} | {cells[space_replay.SearchConfig.focus][0]:.3f} | "
                       f"{100 * cells[0.0][1]:.1f} % | {100 * cells[space_replay.SearchConfig.focus][1]:.1f} % |", flush=True)

@@ -67,10 +67,10 @@ class ReplayEvaluator:
 
 
 class InFlight:
-    """The replay evaluator taking up to ``parallel`` candidates at once and answering the oldest
+    """The replay evaluator taking the candidates the search keeps in flight and answering the oldest
     first, one a wait (as a GPU times one kernel at a time while others compile)."""
 
-    def __init__(self, inner: ReplayEvaluator, parallel: int):
+    def __init__(self, inner: ReplayEvaluator):
         self.inner, self.queue = inner, []
 
     def submit(self, token: int, source: str, flags: tuple[str, ...]) -> None:
@@ -87,7 +87,7 @@ def optiml_trace(space: dict, seed: int, budget: int, focus: float = SearchConfi
     first, at most ``budget`` in all; ``focus`` as :class:`SearchConfig`'s, ``parallel`` evaluations
     in flight (answered in order)."""
     tune, table = load_space(space)
-    evaluator = ReplayEvaluator(tune, table) if parallel == 1 else InFlight(ReplayEvaluator(tune, table), parallel)
+    evaluator = ReplayEvaluator(tune, table) if parallel == 1 else InFlight(ReplayEvaluator(tune, table))
     proposer = RulesProposer(space=tune, space_only=True)
     search = MCTS(source_of(dict(space["seed_point"])), evaluator, proposer, entry=ENTRY,
                   config=SearchConfig(budget=max(budget - 1, 0), seed=seed, focus=focus, parallel=parallel))

@@ -503,8 +503,9 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
     g, why = recognize_gemm(source, entry, spec)
     # the operation as the reference computes it, where it is torch: a GEMM the kernel's reading missed,
     # or more than a GEMM (a norm after it), which no reading of the kernel as a GEMM can be right about
-    from .traced import gemm_from_reference
-    g_traced, why_traced, beyond = gemm_from_reference(source, entry, spec)
+    from .traced import gemm_from_reference, trace_once
+    trace = trace_once(spec, source)             # the reference run once for both of its readings
+    g_traced, why_traced, beyond = gemm_from_reference(source, entry, spec, trace)
     if beyond:
         g, why = None, why_traced
     elif g is None and g_traced is not None:
@@ -518,7 +519,7 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
         flat, why_flat = ([], None) if why is not None else _flat_transforms(source, entry, spec)
         # the operation as the reference computes it (a reduction over a dimension, a norm, a map), where
         # the kernel's own reading failed or read a reduction as one element a thread
-        traced, why_rows_traced = _traced_transforms(source, entry, spec, beside=flat)
+        traced, why_rows_traced = _traced_transforms(source, entry, spec, beside=flat, trace=trace)
         if flat or traced:
             return flat + traced, None
         if why is not None:                  # a GEMM it could not template: say why (its loop nest per
@@ -585,15 +586,16 @@ def _flat_transforms(source: str, entry: str, spec) -> tuple[list[Transform], st
     return _offered(source, op, t, instantiate_flat, "per-element code")
 
 
-def _traced_transforms(source: str, entry: str, spec, beside: list) -> tuple[list[Transform], str | None]:
+def _traced_transforms(source: str, entry: str, spec, beside: list, trace=None) -> tuple[list[Transform], str | None]:
     """The row-wise, reduction or elementwise template of the operation the spec's torch reference
     computes (:mod:`.traced_rows`), or ([], why not). ``beside`` is what the kernel's own reading
     offered: the reference's reading is added there only where it is a reduction over a dimension
-    (a row template where the kernel's reading was a thread an output looping over the row)."""
+    (a row template where the kernel's reading was a thread an output looping over the row).
+    ``trace``: :func:`.traced.trace_once` of the reference, shared with the GEMM reading."""
     from .flat import FLAT_TEMPLATES, instantiate_flat
     from .rowwise import ROW_TEMPLATES, RowOp, instantiate_rowwise
     from .traced_rows import read_reference
-    op, why = read_reference(source, entry, spec)
+    op, why = read_reference(source, entry, spec, trace)
     if op is None:
         return [], why
     if isinstance(op, RowOp):

@@ -194,6 +194,25 @@ def trace_reference(spec, source: str, sizes: dict | None = None):
     return ops, arrays, sizes, result
 
 
+def trace_once(spec, source: str):
+    """A function that gives :func:`trace_reference` ``(spec, source)``, run at most once however often
+    it is called (its exception kept and raised again): the readings of one kernel's reference (the
+    GEMM one and the row-wise one) share the run."""
+    done: list = []
+
+    def get():
+        if not done:
+            try:
+                done.append((True, trace_reference(spec, source)))
+            except Exception as e:          # noqa: BLE001 - each reader words it as before
+                done.append((False, e))
+        ok, value = done[0]
+        if not ok:
+            raise value
+        return value
+    return get
+
+
 def _kernel_size(target: str, spec, sizes_of: dict) -> str | None:
     """An expression of the kernel's integer arguments equal to the size expression ``target`` at
     every size (checked at random sizes): one argument, else a quotient or product of two."""
@@ -431,7 +450,7 @@ class _Graph:
 _TEMPLATED = ("float32", "float16", "bfloat16")       # the element types the GEMM templates take
 
 
-def gemm_from_reference(source: str, entry: str, spec):
+def gemm_from_reference(source: str, entry: str, spec, trace=None):
     """(the fields of the :class:`~optiml.edits.templates.Gemm` that the spec's torch reference
     computes (see the module; the caller makes it) or None, why not, whether the reference computes more than a GEMM with an elementwise
     chain (then no reading of the kernel as one can be right)); (None, None, False) where there is
@@ -447,7 +466,7 @@ def gemm_from_reference(source: str, entry: str, spec):
     if len(outs) != 1:
         return None, "the reference is not traced: the kernel has more than one output", False
     try:
-        ops, arrays, sizes, result = trace_reference(spec, source)
+        ops, arrays, sizes, result = (trace or trace_once(spec, source))()
         g = _Graph(ops, arrays, sizes, result)
         kernel_sizes = {}
         for s in sizes:

@@ -28,7 +28,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .traced import _BINARY, _RESHAPE, _SAME, _Refused, _kernel_size, _lit, _unary, trace_reference
+from .traced import _BINARY, _RESHAPE, _SAME, _Refused, _kernel_size, _lit, _unary, trace_once
 
 _ELEMENT = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _COMPARE = {"gt": ">", "lt": "<", "ge": ">=", "le": "<=", "eq": "==", "ne": "!="}
@@ -345,17 +345,16 @@ class _Rows:
             var = self.acc(_SUM, lambda p, e: f"{p} += {e} * {e};", _V("elem", d, mean.level))
             rstd = self.row_local(f"rsqrtf({var.c} / @J@ + {_lit(eps)})", var.level)
             c = f"({d} * {rstd.c})"
-            if weight is not None:
-                c = f"({c} * {self.scaled(weight, x_t)})"
+            if weight is not None:            # a number, or an array along the normalized dimensions
+                c = f"({c} * {self.operand(weight)})"
             if bias is not None:
-                c = f"({c} + {self.scaled(bias, x_t)})"
+                c = f"({c} + {self.operand(bias)})"
             outs = out if isinstance(out, (tuple, list)) else (out,)
             self.put(outs[0], _V("elem", c, rstd.level))
             if len(outs) >= 3:
                 self.put(outs[1], mean)
                 self.put(outs[2], rstd)
             return
-        keepdim = kw.get("keepdim", False)
         if base in ("linalg_vector_norm", "norm"):
             p = kw.get("ord", kw.get("p", args[1] if len(args) > 1 else 2))
             dim = kw.get("dim", args[2] if len(args) > 2 else None)
@@ -401,14 +400,8 @@ class _Rows:
             v = self.row_local(f"({m.c} + logf({s.c}))", s.level)
         else:
             raise _Refused(f"the reference's {name} is not translated")
-        del keepdim
         outs = out if isinstance(out, (tuple, list)) else (out,)
         self.put(outs[0], v)                    # max/min over a dim: (values, indices); the indices stay unread
-
-    def scaled(self, t, x_t) -> str:
-        """A LayerNorm's weight or bias: a number, or an array along the normalized dimensions."""
-        v = self.value(t)
-        return v.c
 
     def matvec(self, name, args, out):
         """A matrix times a vector (``mv``, or ``mm`` with a 1-wide operand): a sum over the row of the
@@ -479,7 +472,7 @@ def _prod(exprs: list[str]) -> str:
     return " * ".join(f"({e})" if not re.fullmatch(r"\w+", e) else e for e in exprs) if exprs else "1"
 
 
-def read_reference(source: str, entry: str, spec):
+def read_reference(source: str, entry: str, spec, trace=None):
     """(the :class:`~.rowwise.RowOp` or :class:`~.flat.FlatOp` the spec's torch reference computes,
     None) or (None, why not); (None, None) where there is no torch reference to trace."""
     ref = getattr(spec, "reference", None)
@@ -493,7 +486,7 @@ def read_reference(source: str, entry: str, spec):
     if len(outs) != 1:
         return None, "not templated: the kernel has more than one output (read from the reference)"
     try:
-        ops, arrays, sizes, result = trace_reference(spec, source)
+        ops, arrays, sizes, result = (trace or trace_once(spec, source))()
         r = _Rows(ops, arrays, spec)
         v, res = r.read(result)
         if outs[0].role != "output":
