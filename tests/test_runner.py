@@ -368,3 +368,41 @@ def test_a_transient_failure_of_the_machinery_is_not_reused_for_the_same_code(tm
         again = runner.evaluate(Candidate("// the same code\n" + KERNEL))
     assert first.status == "harness_error"
     assert again.ok and harness.jobs == 2 and "reused" not in again.stage_s
+
+
+class FakeGatedHarness(FakeGpuHarness):
+    """Holds its first job until the test opens the gate, so the others wait for the GPU."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gate, self.started = threading.Event(), threading.Event()
+
+    def run(self, job):
+        self.started.set()
+        self.gate.wait(timeout=60)
+        return super().run(job)
+
+
+def test_a_candidate_not_yet_on_a_gpu_can_be_withdrawn(tmp_path):
+    clock, harnesses = Clock(), {}
+
+    def factory(d):
+        harnesses[d] = FakeGatedHarness(d, clock)
+        return harnesses[d]
+    spec = load(tmp_path)
+    prep = Preparer(spec, KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"))
+    pool = Runner(standard_stages(prep, None), (0,), harness_factory=factory, build_workers=2, workers_per_gpu=1)
+    with pool:
+        first = pool.submit(Candidate(src(32)))
+        assert harnesses[0].started.wait(timeout=120)          # the first holds the GPU
+        queued = [pool.submit(Candidate(src(b))) for b in (64, 96, 128)]
+        time.sleep(0.5)
+        assert pool.withdraw(queued[1])
+        assert not pool.withdraw(first)                         # on the GPU already: its result will come
+        harnesses[0].gate.set()
+        done = [f.result(timeout=120) for f in (first, queued[0], queued[2])]
+        assert queued[1].cancelled()                            # dropped where it waited
+        assert not pool.withdraw(queued[0])                     # finished
+    assert [d.status for d in done] == ["ok"] * 3
+    assert sorted(j.candidate.constants.get("BLOCK") for j in harnesses[0].jobs) == [32, 64, 128]
+    assert pool._outstanding == 0 and not pool._live

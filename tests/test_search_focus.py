@@ -36,15 +36,16 @@ class FakeLineProposer:
     the neighbours of its own point along its line (the slow line unbounded, the fast one bounded)."""
     name = "fake"
 
-    def __init__(self, fast_points: int = FAST_POINTS):
-        self.fast_points = fast_points
+    def __init__(self, fast_points: int = FAST_POINTS, template_at: int = 0):
+        self.fast_points, self.template_at = fast_points, template_at
 
     def propose(self, node, k, rng):
         line = re.search(r"LINE (\w+)", node.source).group(1)
         at = int(re.search(r"AT (-?\d+)", node.source).group(1))
         out = []
         if node.source == ROOT:
-            out.append(Proposal(source="// template\n#define LINE fast\n#define AT 0\n", flags=(), edit="template", rationale="a fake template"))
+            out.append(Proposal(source=f"// template\n#define LINE fast\n#define AT {self.template_at}\n", flags=(),
+                                edit="template", rationale="a fake template"))
         for step in (1, -1, 2, -2, 3, -3):
             nxt = at + step
             if line == "fast" and not 0 <= nxt < self.fast_points:
@@ -140,3 +141,81 @@ def test_the_allocation_bench_reads_the_share_from_a_stored_run(tmp_path):
     assert row["evaluations"] == len(times) == 21 and row["best_ms"] == pytest.approx(best)
     assert row["found_at"] == found + 1 and row["after"] == len(times) - found - 1
     assert row["below_half"] == want_slow > 0
+
+
+class FakeQueuedGPU:
+    """A FAKE asynchronous evaluator with one GPU behind builds: a candidate is ready ``build``
+    ticks after it is submitted (the template's build is long), and each tick the GPU runs the
+    oldest ready one. ``withdraw`` takes back a candidate the GPU has not run yet (the runner's
+    contract); :class:`FakeQueuedGPUNoWithdraw` is the same without it."""
+
+    def __init__(self, landscape, template_build: int = 10):
+        self.landscape, self.template_build = landscape, template_build
+        self.t, self.queue, self.withdrawn = 0, [], []
+
+    def submit(self, token, source, flags):
+        build = self.template_build if source.startswith("// template") else 1
+        self.queue.append((self.t + build, token, source, flags))
+
+    def wait(self):
+        while True:
+            self.t += 1
+            ready = [q for q in self.queue if q[0] <= self.t]
+            if ready:
+                self.queue.remove(ready[0])
+                _, token, source, flags = ready[0]
+                return [(token, self.landscape.evaluate(source, flags))]
+
+    def withdraw(self, token):
+        q = next((q for q in self.queue if q[1] == token), None)
+        if q is None:
+            return False
+        self.queue.remove(q)
+        self.withdrawn.append(token)
+        return True
+
+
+class FakeQueuedGPUNoWithdraw:
+    """:class:`FakeQueuedGPU` for an evaluator that cannot take anything back."""
+
+    def __init__(self, landscape):
+        self.gpu = FakeQueuedGPU(landscape)
+        self.submit, self.wait = self.gpu.submit, self.gpu.wait
+
+
+def test_evaluations_in_flight_when_the_big_win_arrives_are_withdrawn_and_wait():
+    """The live case: the template builds slowly, so the seed's own moves fill the evaluations in
+    flight before its result comes. With withdrawal, those not yet on the GPU go back to pending and
+    the template's neighbourhood takes their places; without it they all run after the best."""
+    from optiml.search.mcts import Withdraws
+    got = {}
+    for can in (False, True):
+        ev = FakeLandscape()
+        gpu = FakeQueuedGPU(ev) if can else FakeQueuedGPUNoWithdraw(ev)
+        assert isinstance(gpu, Withdraws) == can
+        m = MCTS(ROOT, gpu, FakeLineProposer(template_at=5), config=SearchConfig(budget=40, seed=2, parallel=8, k_w=6.0))
+        m.run()
+        got[can] = share_below_half(m, ev.calls[1:]), gpu, m
+    (without, after_without), _, _ = got[False]
+    (share, after), gpu, m = got[True]
+    assert without * after_without >= 5, got      # the queued slow moves ran after the win
+    assert share == 0 and after >= 25, got
+    assert gpu.withdrawn and all(m.nodes[t].status in ("pending", "ok") for t in gpu.withdrawn)
+    assert m.evaluations == 40 and m.best().median_ms <= 1.02
+    assert not any(n.inflight for n in m.nodes)   # every virtual visit was taken back
+
+
+def test_a_withdrawn_node_is_pending_again_in_the_store(tmp_path):
+    from optiml.app.records import StoreObserver
+    from optiml.traces.store import TraceStore
+    store = TraceStore(tmp_path / "run.db")
+    run = store.start_run("fake", seed=2, budget=40)
+    gpu = FakeQueuedGPU(FakeLandscape())
+    obs = StoreObserver(store, run)
+    m = MCTS(ROOT, gpu, FakeLineProposer(template_at=5), observer=obs,
+             config=SearchConfig(budget=40, seed=2, parallel=8, k_w=6.0))
+    m.run()
+    assert gpu.withdrawn
+    for token in gpu.withdrawn:
+        assert store.node(obs.ids[token]).status == ("pending" if m.nodes[token].status == "pending" else "done")
+    assert not any(store.node(obs.ids[n.id]).status == "running" for n in m.nodes)

@@ -82,6 +82,11 @@ def test_node_lifecycle_and_one_transaction_finish(tmp_path):
         assert store.node(n).status == "pending"
         store.mark_running(n)
         assert store.node(n).status == "running"
+        store.mark_pending(n)                        # withdrawn before it started
+        assert store.node(n).status == "pending"
+        with pytest.raises(ValueError, match="not running"):
+            store.mark_pending(n)
+        store.mark_running(n)
         with pytest.raises(ValueError):
             store.finish_node(n, {"status": "ok", "bogus": 1})
         assert store.evaluation(n) is None and store.node(n).status == "running"  # nothing half-written

@@ -49,6 +49,15 @@ class RunnerEvaluator:
     def submit(self, token: int, source: str, flags) -> None:
         self._futures[self.runner.submit(Candidate(source, tuple(flags)))] = token
 
+    def withdraw(self, token: int) -> bool:
+        """Take back submitted candidate ``token`` if it has not reached a GPU yet (see
+        :meth:`Runner.withdraw`); True when it will not come back from :meth:`wait`."""
+        fut = next((f for f, t in self._futures.items() if t == token), None)
+        if fut is None or not self.runner.withdraw(fut):
+            return False
+        del self._futures[fut]
+        return True
+
     def wait(self) -> list[tuple[int, Result]]:
         """Every finished candidate, and every later result (a background stage's verdict) of a
         candidate already returned, once there is at least one."""

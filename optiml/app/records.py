@@ -64,6 +64,9 @@ class StoreObserver:
     def on_node_started(self, node: Node) -> None:
         self.store.mark_running(self.ids[node.id])
 
+    def on_node_withdrawn(self, node: Node) -> None:
+        self.store.mark_pending(self.ids[node.id])
+
     def on_node_evaluated(self, node: Node) -> None:
         nid = self.ids[node.id]
         ev = self.evaluator.take(node.id) if self.evaluator is not None else None
@@ -131,6 +134,11 @@ class Tee:
     def on_node_evaluated(self, node: Node) -> None:
         for o in self.observers:
             o.on_node_evaluated(node)
+
+    def on_node_withdrawn(self, node: Node) -> None:
+        for o in self.observers:
+            if hasattr(o, "on_node_withdrawn"):
+                o.on_node_withdrawn(node)
 
     def on_node_amended(self, node: Node) -> None:
         for o in self.observers:

@@ -149,6 +149,36 @@ class Runner:
         if stage.where is Where.BACKGROUND:
             stage.abandon(item)
 
+    def withdraw(self, future: Future) -> bool:
+        """Take back the candidate whose :meth:`submit` future this is, if no GPU stage has taken it
+        yet (it is being built, or waits for a GPU): it is dropped there, its future cancelled, and
+        True is returned; False once it is on a GPU or finished (its result will come)."""
+        with self._count_lock:
+            item = next((it for it in self._live.values() if it.future is future), None)
+            if item is None or item.reached_gpu or item.later is not None:
+                return False
+            item.withdrawn = True
+        return True
+
+    def _take_for_gpu(self, item: Item) -> bool:
+        """A GPU stage takes ``item``: False (and the item dropped) when it was withdrawn first."""
+        with self._count_lock:
+            if not item.withdrawn:
+                item.reached_gpu = True
+                return True
+        self._drop(item)
+        return False
+
+    def _drop(self, item: Item) -> None:
+        """Forget a withdrawn item: nobody waits for it (its future is cancelled)."""
+        with self._count_lock:
+            if self._live.pop(id(item), None) is None:
+                return
+            self._outstanding -= 1
+        item.future.cancel()
+        with self._cond:
+            self._cond.notify_all()
+
     def evaluate(self, candidate: Candidate, **kw) -> Evaluation:
         """One candidate, start to end (its background stages too)."""
         ev = self.submit(candidate, **kw).result()
@@ -192,7 +222,11 @@ class Runner:
 
     # -- moving candidates along -------------------------------------------------------------------
     def _advance(self, item: Item) -> None:
-        """Send ``item`` to its next stage that wants it, or finish it (done, or failed)."""
+        """Send ``item`` to its next stage that wants it, or finish it (done, or failed); a
+        withdrawn item (see :meth:`withdraw`) is dropped instead."""
+        if item.withdrawn:
+            self._drop(item)
+            return
         nxt = None
         if item.stage < 0 or not item.failed:
             nxt = next((i for i in range(item.stage + 1, len(self.stages)) if self.stages[i].wants(item)), None)
@@ -272,6 +306,8 @@ class Runner:
             item = self._gpu_q.get()
             if item is None:
                 return
+            if not self._take_for_gpu(item):
+                continue
             self._guard([item], item.stage, Slot(dev, harness))
 
     def _background_loop(self) -> None:

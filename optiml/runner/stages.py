@@ -101,6 +101,8 @@ class Item:
     device: Device | None = None      # the device it was checked on
     later: Future | None = None       # given out with its result when it went on to a background stage
     abandoned: bool = False           # its background stages' outcome is no longer wanted
+    withdrawn: bool = False           # taken back before it reached a GPU: it is dropped where it is
+    reached_gpu: bool = False         # a GPU stage has taken it (it can no longer be withdrawn)
     given_out_at: float = 0.0         # when its result was given out (before its background stages)
 
     @property

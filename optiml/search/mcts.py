@@ -43,7 +43,10 @@ nothing within the focus is left, the slow nodes get their turn, so the budget i
 a big win (a template 50 times faster than the seed), this keeps the evaluations in flight on the
 template's neighbourhood instead of the seed's own lineage, where with several in flight they went
 half the time. It is decided from recorded results only, so a resumed run decides the same; a slow
-node's child still waiting when the budget runs out stays pending.
+node's child still waiting when the budget runs out stays pending. Evaluations already in flight
+when the win arrives are withdrawn where the evaluator can take them back before they reach a GPU
+(:class:`Withdraws`): a slow node's children go back to pending (the observer is told,
+``on_node_withdrawn``) and wait like the others, and the near work takes their places.
 """
 from __future__ import annotations
 
@@ -96,6 +99,16 @@ class Settles(Protocol):
     def settle(self, keep: set[int] | None = None) -> list[tuple[int, Result]]:
         """Wait for every later Result still to come and return them (token, Result); with
         ``keep``, only those of these tokens are wanted (the others may come back unchanged)."""
+        ...
+
+
+@runtime_checkable
+class Withdraws(Protocol):
+    """An :class:`AsyncEvaluator` that can take back a submitted candidate not yet started."""
+
+    def withdraw(self, token: int) -> bool:
+        """True when candidate ``token`` is taken back (its result will not come from ``wait``);
+        False when it is too late (it is running or done)."""
         ...
 
 
@@ -447,6 +460,33 @@ class MCTS:
         """An evaluation in flight whose parent is within the focus (its result may open more work there)."""
         return any(n.status == RUNNING and n.parent is not None and not self._far(n.parent) for n in self.nodes)
 
+    def _withdraw_far(self, inflight: dict[int, Node], evaluator) -> None:
+        """Under the focus, take back the evaluations in flight of slow nodes' children that have not
+        started (see :class:`Withdraws`), while near work is left to take their places: each goes
+        back to pending, behind the near work (:meth:`_next_pending`)."""
+        if not isinstance(evaluator, Withdraws):
+            return
+        self._cut = self._focus()
+        if self._cut is None:
+            return
+        far = [n for n in inflight.values() if n.parent is not None and self._far(n.parent)]
+        if not far or not (self._open(self.root, {}) or any(not self._far(p.parent) for p in self._pending
+                                                              if p.parent is not None)):
+            return
+        for node in far:
+            if not evaluator.withdraw(node.id):
+                continue
+            del inflight[node.id]
+            n = node
+            while n is not None:
+                n.inflight -= 1
+                n = n.parent
+            node.status = PENDING
+            self._pending.append(node)
+            logger.debug("node {} withdrawn: its parent is over the focus", node.id)
+            if self.observer is not None and hasattr(self.observer, "on_node_withdrawn"):
+                self.observer.on_node_withdrawn(node)
+
     def _next_pending(self) -> Node | None:
         """The oldest pending node, except that while the focus holds (see :meth:`_step`) the children
         of slow nodes wait for the others; None where only those are left and near work remains."""
@@ -506,6 +546,7 @@ class MCTS:
             if not inflight:
                 break
             self._collect(inflight, evaluator)
+            self._withdraw_far(inflight, evaluator)
         if exhausted:
             logger.info("every node is exhausted after {} evaluations", self.evaluations)
         self.stopped = ("exhausted" if exhausted else "time_limit" if deadline is not None and self.clock() >= deadline

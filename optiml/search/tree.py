@@ -159,6 +159,9 @@ class Observer(Protocol):
     def on_node_evaluated(self, node: Node) -> None:
         """The node's status, result and reward are in."""
 
+    def on_node_withdrawn(self, node: Node) -> None:
+        """The node's evaluation was taken back before it started: it is pending again (optional)."""
+
     def on_node_amended(self, node: Node) -> None:
         """A later result replaced the finished node's (status, result and reward): a background
         stage's verdict, such as a new best found unsafe."""
@@ -179,6 +182,9 @@ class RecordingObserver:
         self._rows.append(node.record())
 
     def on_node_started(self, node: Node) -> None:
+        pass
+
+    def on_node_withdrawn(self, node: Node) -> None:
         pass
 
     def on_node_evaluated(self, node: Node) -> None:

@@ -315,6 +315,14 @@ class TraceStore:
             if cur.rowcount != 1:
                 raise ValueError(f"node {node_id} is not pending")
 
+    def mark_pending(self, node_id: int) -> None:
+        """A running node whose evaluation was taken back before it started is pending again."""
+        with self._write():
+            cur = self.db.execute("UPDATE nodes SET status = 'pending', worker_pid = NULL, worker_host = NULL,"
+                                  " updated_at = ? WHERE id = ? AND status = 'running'", (_now(), node_id))
+            if cur.rowcount != 1:
+                raise ValueError(f"node {node_id} is not running")
+
     def finish_node(self, node_id: int, evaluation: dict, status: str = "done") -> int:
         """Write the evaluation row and set the node ``done``/``failed`` in one transaction.
 
