@@ -332,11 +332,18 @@ def _launch_comment(text: str) -> LaunchOverride | None:
     return found
 
 
-def parse_source(text: str) -> SourceInfo:
-    """Kernels, integer constants and the launch comment of a CUDA source."""
+def parse_source(text: str, entry: str = "") -> SourceInfo:
+    """Kernels, integer constants and the launch comment of a CUDA source. With ``entry``, the
+    integer template arguments that kernel gives are constants too where the file gives the name
+    several values (cuda-samples' matrixMul: ``matrixMul<8, ...>``, ``<16, ...>`` and ``<32, ...>``
+    in three entries, the launch's ``block_size`` that of the one launched)."""
     tree = _parser().parse(text.encode("utf-8"))
-    return SourceInfo(kernels=_kernels(tree.root_node), constants=_constants(tree.root_node),
-                      launch=_launch_comment(text))
+    constants = _constants(tree.root_node)
+    if entry and "template" in text:
+        for name, sites in template_sites(tree.root_node, entry).items():
+            if name not in constants and len({st.value for st in sites}) == 1:
+                constants[name] = sites[0].value
+    return SourceInfo(kernels=_kernels(tree.root_node), constants=constants, launch=_launch_comment(text))
 
 
 # C types of kernel parameters -> our dtypes

@@ -355,3 +355,26 @@ def test_a_lowercase_template_block_size_the_launch_names_is_tuned_and_the_launc
         outs.append(run_on_host(tmp_path, f"bs{bs}", src, "matrixMul_bs16", {"C": HA * WB, "A": HA * WA, "B": WA * WB},
                                 {"wA": WA, "wB": WB}, (WB // bs, HA // bs), (bs, bs), ("C",), (0,), threaded=True)[0])
     assert outs[0] == outs[1]             # the same products, summed in the same order of k
+
+
+def test_the_launched_entry_of_several_gives_the_launch_its_block_size_and_it_is_tuned():
+    """cuda-samples' form: three entries give block_size 8, 16 and 32; the spec launches the 16 one
+    without a [tune] table. The launch reads the launched entry's value, the rules tune that entry's
+    template argument, and the launch follows the candidate (bench/search_quality/matrixmul)."""
+    from pathlib import Path
+
+    from optiml.spec.load import load_spec
+    here = Path(__file__).resolve().parents[1] / "bench" / "search_quality" / "matrixmul"
+    spec = load_spec(here / "matrixMul_kernel.toml", here / "matrixMul_kernel.cu")
+    src = (here / "matrixMul_kernel.cu").read_text()
+    assert "block_size" not in parse_source(src).constants          # three values in the file
+    assert parse_source(src, "matrixMul_bs32_64bit").constants["block_size"] == 32
+    launch = (spec.launch.grid, spec.launch.block, spec.launch.shared_mem)
+    ts = {t.edit: t for t in tune_constants(src, spec.entry, launch=launch)}
+    assert set(ts) == {"block_size 16 -> 8", "block_size 16 -> 32"}
+    wider = ts["block_size 16 -> 32"].source
+    assert "matrixMul<32, size_t>(C, A, B, wA, wB);\n}\nextern \"C\" __global__ void matrixMul_bs32" in wider
+    assert wider.count("matrixMul<8, size_t>") == 1                # the other entries are left as they were
+    at = {s: spec.resolve_launch(spec.timing_sizes, spec.source_info(s)) for s in (src, wider)}
+    assert (at[src].grid[:2], at[src].block[:2]) == ((256, 256), (16, 16))
+    assert (at[wider].grid[:2], at[wider].block[:2]) == ((128, 128), (32, 32))

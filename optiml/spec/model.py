@@ -186,8 +186,9 @@ class TaskSpec:
 
     def source_info(self, source: str) -> SourceInfo:
         """The source's kernels, constants and launch comment, with the values of the declared
-        tunables that are template arguments among the constants (so expressions can use them)."""
-        info = parse_source(source)
+        tunables that are template arguments among the constants (so expressions can use them), and
+        the entry's own template arguments (:func:`~optiml.source.parse_source`)."""
+        info = parse_source(source, self.entry)
         for name, value in tune_constants(source, self.entry, self.tune).items():
             info.constants.setdefault(name, value)
         return info
