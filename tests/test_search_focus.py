@@ -219,3 +219,33 @@ def test_a_withdrawn_node_is_pending_again_in_the_store(tmp_path):
     for token in gpu.withdrawn:
         assert store.node(obs.ids[token]).status == ("pending" if m.nodes[token].status == "pending" else "done")
     assert not any(store.node(obs.ids[n.id]).status == "running" for n in m.nodes)
+
+
+class FakeTwoTemplates(FakeLineProposer):
+    """A FAKE proposer whose seed offers two templates: the first builds fast and wins big, the
+    second builds slowly and is faster still; then the seed's own moves."""
+
+    def propose(self, node, k, rng):
+        out = super().propose(node, k, rng)
+        if node.source == ROOT:
+            out[0] = Proposal(source="// template\n#define LINE fast\n#define AT 9\n", flags=(),
+                              edit="template quick (AT 9)", rationale="a fake template")
+            out.insert(1, Proposal(source="// template\n#define LINE best\n#define AT 0\n", flags=(),
+                                   edit="template slow (AT 0)", rationale="a fake template"))
+        return out
+
+
+def test_a_slow_parents_other_template_is_not_held_back_by_the_focus():
+    """After the first template's win the seed is over the focus, but its other template is a new
+    implementation, not a move of the seed: it is neither withdrawn nor held back, and wins."""
+    ev = FakeLandscape()
+    base = ev.evaluate
+    ev.evaluate = lambda s, f: dict(base(s, f), median_ms=0.5) if "LINE best" in s else base(s, f)
+    gpu = FakeQueuedGPU(ev)
+    gpu.submit = lambda t, s, f, submit=gpu.submit: (submit(t, s, f), "LINE fast" in s and gpu.queue.append(
+        (gpu.queue.pop()[0] - 9, t, s, f)))             # the quick template builds in 1 tick
+    m = MCTS(ROOT, gpu, FakeTwoTemplates(), config=SearchConfig(budget=12, seed=2, parallel=8, k_w=6.0))
+    m.run()
+    assert m.best().median_ms == 0.5 and m.best().edit == "template slow (AT 0)"
+    slow = next(n for n in m.nodes if n.edit == "template slow (AT 0)")
+    assert slow.id not in gpu.withdrawn

@@ -57,6 +57,14 @@ class Proposal:
                                   # once in the proposals table even when proposals share it
 
 
+def new_implementation(edit: str, proposer: str) -> bool:
+    """Whether a proposal replaces the operation's implementation rather than changing its parent
+    (an operation template, a kernel given with ``--seed-kernel``): its time owes little to its
+    parent's, so the search's focus never holds it back behind a slow parent. Read from the stored
+    edit and proposer, so a resumed search decides the same."""
+    return proposer == "seed" or edit.startswith("template ")
+
+
 class Proposer(Protocol):
     name: str
 

@@ -37,7 +37,8 @@ arrive, so it repeats itself only as far as that order does. With ``parallel`` =
 evaluator without ``submit``, candidates are evaluated one at a time, as above.
 
 The focus. Once some verified node is more than ``SearchConfig.focus`` (3) times slower than the
-fastest, such slow nodes take no new child, and their pending children wait behind the others,
+fastest, such slow nodes take no new child, and their pending children wait behind the others
+(except new implementations, templates and seed kernels, whose time owes little to the parent's),
 while a node within the focus can take one or waits on an evaluation in flight below it; when
 nothing within the focus is left, the slow nodes get their turn, so the budget is still used. After
 a big win (a template 50 times faster than the seed), this keeps the evaluations in flight on the
@@ -59,7 +60,7 @@ from typing import Callable, Iterable, Protocol, runtime_checkable
 from loguru import logger
 
 from ..best import Ranked, choose_best
-from ..edits.types import Attempt, Measured, NodeView, Proposal, Proposer
+from ..edits.types import Attempt, Measured, NodeView, Proposal, Proposer, new_implementation
 from ..status import UNSCORED, Status
 from .result import Result
 from .reward import reward
@@ -366,6 +367,11 @@ class MCTS:
                 self._expandable(node, memo) or any(self._open(c, memo) for c in node.children))
         return memo[key]
 
+    def _held(self, node: Node) -> bool:
+        """A node the focus holds back: a slow node's child, unless it is a new implementation (a
+        template, a seed kernel: :func:`~optiml.edits.types.new_implementation`)."""
+        return node.parent is not None and self._far(node.parent) and not new_implementation(node.edit, node.proposer)
+
     def _far(self, node: Node) -> bool:
         """Slower than the focus allows (see :meth:`_focus`): it waits while nodes within it have work."""
         return self._cut is not None and node.median_ms is not None and node.median_ms > self._cut
@@ -458,7 +464,7 @@ class MCTS:
 
     def _near_inflight(self) -> bool:
         """An evaluation in flight whose parent is within the focus (its result may open more work there)."""
-        return any(n.status == RUNNING and n.parent is not None and not self._far(n.parent) for n in self.nodes)
+        return any(n.status == RUNNING and n.parent is not None and not self._held(n) for n in self.nodes)
 
     def _withdraw_far(self, inflight: dict[int, Node], evaluator) -> None:
         """Under the focus, take back the evaluations in flight of slow nodes' children that have not
@@ -469,9 +475,9 @@ class MCTS:
         self._cut = self._focus()
         if self._cut is None:
             return
-        far = [n for n in inflight.values() if n.parent is not None and self._far(n.parent)]
-        if not far or not (self._open(self.root, {}) or any(not self._far(p.parent) for p in self._pending
-                                                              if p.parent is not None)):
+        far = [n for n in inflight.values() if self._held(n)]
+        if not far or not (self._open(self.root, {}) or any(p.parent is not None and not self._held(p)
+                                                              for p in self._pending)):
             return
         for node in far:
             if not evaluator.withdraw(node.id):
@@ -492,7 +498,7 @@ class MCTS:
         of slow nodes wait for the others; None where only those are left and near work remains."""
         self._cut = self._focus()
         for i, n in enumerate(self._pending):
-            if n.parent is None or not self._far(n.parent):
+            if not self._held(n):
                 return self._pending.pop(i)
         if self._cut is not None and (self._open(self.root, {}) or self._near_inflight()):
             return None
