@@ -19,7 +19,7 @@ from .types import Attempt, NodeView, Proposal
 
 # base priors by transform kind, before the profile adjusts them
 BASE = {"template": 0.9, "tune": 0.5, "knob": 0.6, "coarsen": 0.4, "vectorize": 0.4, "accumulate": 0.7, "cache": 0.5, "shuffle": 0.35,
-        "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3, "launch_bounds": 0.25, "flag": 0.2}
+        "partials": 0.7, "space": 0.5, "pad": 0.3, "restrict": 0.3, "const": 0.25, "unroll": 0.3, "launch_bounds": 0.25, "flag": 0.2}
 
 
 def _num(metrics: dict, key: str) -> float | None:
@@ -164,7 +164,7 @@ def profile_reason(kind: str, m: dict) -> tuple[float, str]:
     saying why, stored with the proposal; (1.0, "") when the profile says nothing about it."""
     dram, barrier = _num(m, "dram_throughput_pct"), _num(m, "stall_barrier")
     occ = _num(m, "achieved_occupancy_pct")
-    if kind in ("accumulate", "shuffle"):
+    if kind in ("accumulate", "shuffle", "partials"):
         if barrier is not None and barrier >= 0.5:
             return 1.3, f"The profile shows {barrier:.2f} warps per issue cycle stalled at barriers: the reduction's steps cost."
         if dram is not None and dram < 50:

@@ -17,6 +17,7 @@ from ..source import _walk, parse_source
 from ..spec.space import TUNABLE_NAME, constant_sites, template_sites
 from .cutree import Transform, _entry_def, _params, _splice, _t, _tree  # noqa: F401 (Transform re-exported)
 from .atomics import privatize_atomics  # noqa: F401 (in _STRUCTURAL)
+from .partials import chunk_partials  # noqa: F401 (in _STRUCTURAL)
 from .reductions import accumulate_first, warp_shuffle  # noqa: F401 (in _STRUCTURAL)
 from .reuse import cache_rereads  # noqa: F401 (in _STRUCTURAL)
 from .structural import grid_stride, tie_block_literal, vectorize_float4  # noqa: F401 (in _STRUCTURAL, re-exported)
@@ -433,7 +434,7 @@ def all_transforms(source: str, entry: str = "", flags: tuple[str, ...] = (),
 _STRUCTURAL = (("knob", "tie_block_literal", True), ("coarsen", "grid_stride", True),
                ("vectorize", "vectorize_float4", False), ("accumulate", "accumulate_first", True),
                ("cache", "cache_rereads", True), ("shuffle", "warp_shuffle", False),
-               ("privatize", "privatize_atomics", True))
+               ("privatize", "privatize_atomics", True), ("partials", "chunk_partials", True))
 
 
 def _structural(auto_tune: bool):

@@ -20,6 +20,15 @@ def block_sum(x, out, n):
     return (out.double() + x[:n].double().sum()).float()
 
 
+def _chunks(x, n):
+    """x[:n] as rows of 256, the last one padded with zeros."""
+    return F.pad(x[:n], (0, -n % 256)).view(-1, 256)
+
+
+def block_partial(x, partial, n):
+    return _chunks(x.double(), n).sum(dim=1).float()
+
+
 def silu(x, y, n):
     return F.silu(x.double()).float()
 
@@ -33,6 +42,7 @@ _softmax = torch.compile(lambda x: torch.softmax(x, dim=1), dynamic=_DYNAMIC)
 _rmsnorm = torch.compile(lambda x, eps: x / torch.sqrt(x.pow(2).mean(dim=1, keepdim=True) + eps), dynamic=_DYNAMIC)
 _sum = torch.compile(lambda x, out: out + x.sum(), dynamic=_DYNAMIC)
 _silu = torch.compile(F.silu, dynamic=_DYNAMIC)
+_partials = torch.compile(lambda x, n: _chunks(x, n).sum(dim=1), dynamic=_DYNAMIC)
 
 
 def softmax_compiled(x, y, rows, cols):
@@ -45,6 +55,10 @@ def rmsnorm_compiled(x, y, batch, features, spatial, eps):
 
 def block_sum_compiled(x, out, n):
     return _sum(x[:n], out)
+
+
+def block_partial_compiled(x, partial, n):
+    return _partials(x, n)
 
 
 def silu_compiled(x, y, n):
