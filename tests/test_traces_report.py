@@ -194,3 +194,23 @@ def test_show_says_which_checks_the_written_kernel_passed(traj, verdict, line):
     store.set_run_result(ids["run"], {"status": "ok", "speedup": 2.0, "seed_ms": 2.0, "best_ms": 1.0,
                                       "best_edits": ["pad"], "sanitize": verdict})
     assert line in format_path(store, ids["run"]).splitlines()
+
+
+def test_the_rules_rewrites_are_named_back_from_their_edits():
+    """`optiml show` counts candidates by the rewrite that made them, read from the edit: each
+    structural rewrite's real edit on a kernel it takes maps back to its kind."""
+    from pathlib import Path
+
+    from optiml.edits.transforms import all_transforms
+    from optiml.traces.report import rewrite_of
+    here = Path(__file__).resolve().parents[1] / "bench" / "templates" / "rewrites"
+    hist = ("__global__ void h(const unsigned int *k, unsigned int *c, int n, int b) {\n"
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) atomicAdd(&c[k[i] % b], 1u);\n}\n")
+    seen = set()
+    for src, entry, launch in ((hist, "h", (("cdiv(n, 128)",), (128,), 0)),
+                               ((here / "block_partial.cu").read_text(), "block_partial", (("cdiv(n, 256)",), (256,), 0)),
+                               ((here / "block_sum.cu").read_text(), "block_sum", (("cdiv(n, 256)",), (256,), 0))):
+        for t in all_transforms(src, entry, launch=launch):
+            assert rewrite_of(t.edit) == t.kind, (t.kind, t.edit)
+            seen.add(t.kind)
+    assert {"privatize", "partials", "accumulate"} <= seen

@@ -171,7 +171,8 @@ def format_path(store: TraceStore, run_id: int) -> str:
 _REWRITES = ((re.compile(r"^template "), "template"), (re.compile(r"^\w+ -?\d+ -> -?\d+$"), "tune"), (re.compile(r"^(\w[\w-]*): refused$"), None),
              (re.compile(r"^knob "), "knob"), (re.compile(r"^grid-stride"), "coarsen"), (re.compile(r"^float4"), "vectorize"),
              (re.compile(r"^accumulate"), "accumulate"), (re.compile(r"^cache "), "cache"),
-             (re.compile(r"^warp-shuffle"), "shuffle"), (re.compile(r"^pad "), "pad"), (re.compile(r"^__restrict__"), "restrict"),
+             (re.compile(r"^warp-shuffle"), "shuffle"), (re.compile(r"^privatized atomics"), "privatize"),
+             (re.compile(r"^partials of "), "partials"), (re.compile(r"^pad "), "pad"), (re.compile(r"^__restrict__"), "restrict"),
              (re.compile(r"^const "), "const"), (re.compile(r"^#pragma unroll"), "unroll"),
              (re.compile(r"^__launch_bounds__"), "launch_bounds"), (re.compile(r"^flag "), "flag"))
 
