@@ -10,6 +10,22 @@ two), B a literal or the kernel's scalars, or an element of an array of unsigned
 literal, else 4096); a launch whose B is larger adds to A directly, as the kernel did. Refused with
 the reason where the kernel already cooperates (barriers, shared memory), reads or writes A otherwise,
 uses an atomic's result, returns inside the item, or is not one item a thread.
+
+Where the item reads an array of unsigned bytes (``unsigned char``, ``uint8_t``), such as a
+histogram's keys, only as ``data[i]`` with ``i`` the one-item index (never written, its address
+never taken, no other index), a second variant is offered beside the first: "16-byte loads". Its
+grid-stride loop goes over 16-byte chunks, one ``int4`` load a chunk for each such array (``int4``,
+not ``uint4``: CUDA and the CPU emulation both define it; its words are read as unsigned), and runs
+the item 16 times with ``i`` the item's own index and ``data[i]`` the chunk's byte for it; a scalar
+grid-stride loop does the tail (the last ``n % 16`` items), and all items where one of the arrays
+is not 16-byte aligned at run time (``((unsigned long long)data & 15) != 0``: the verifier passes
+pointers at an offset). Other arrays the item reads at ``i`` (a weight ``w[i]``) are read as before,
+one element an item, with ``i`` set for each of the 16: they are not refused, and not vectorized.
+The grid is at most ``cdiv(n, 16 * block)`` blocks (then ``OPTIML_PRIV_BLOCKS``).
+It is a transform of its own rather than a tuned define (``OPTIML_PRIV_VEC 16/1``): the constant
+tuner moves a define to neighbouring powers of two (8, 32), which a 16-byte load cannot use, and
+as a named edit the search's record says which of the two won; each variant tunes its own
+``OPTIML_PRIV_BLOCKS``.
 """
 from __future__ import annotations
 
@@ -63,6 +79,25 @@ def _bins(index: str, rest: str, bytes_: set = frozenset()) -> str | None:
         if value is not None and (value + 1) & value == 0:
             return str(value + 1)
     return None
+
+
+def _byte_reads(fn, lo: int, hi: int, var: str, bytes_: set) -> list[str]:
+    """The arrays of ``bytes_`` that the item (source bytes ``lo``..``hi`` of ``fn``) reads, and only
+    reads, as ``A[var]``: never written, incremented, addressed or indexed otherwise."""
+    seen, bad = set(), set()
+    for n in _walk(fn):
+        if n.type != "identifier" or not lo <= n.start_byte < hi or _t(n) not in bytes_:
+            continue
+        name, sub = _t(n), n.parent
+        ix = sub.child_by_field_name("indices") if sub is not None and sub.type == "subscript_expression" else None
+        arg = sub.child_by_field_name("argument") if ix is not None else None
+        up = sub.parent if ix is not None else None
+        read = (arg is not None and arg.id == n.id and _t(ix).strip()[1:-1].strip() == var and up is not None
+                and up.type not in ("update_expression", "pointer_expression")
+                and not (up.type == "assignment_expression" and up.child_by_field_name("left") is not None
+                         and up.child_by_field_name("left").id == sub.id))
+        (seen if read else bad).add(name)
+    return sorted(seen - bad)
 
 
 def privatize_atomics(source: str, entry: str = "", launch=None) -> tuple[list[Transform], str | None]:
@@ -130,7 +165,9 @@ def privatize_atomics(source: str, entry: str = "", launch=None) -> tuple[list[T
     cap = int(bins) if re.fullmatch(r"\d+", bins) and int(bins) <= CAP else CAP
     var, idx, limit, type_text = parts["var"], parts["idx"], parts["limit"], parts["type_text"]
     item = _splice(rest_text, edits).strip()
-    body = (
+    if not (parts["rest"] == rest_text and item.startswith("{")):    # the statements after an early return: one block
+        item = "{\n        " + item + "\n    }"
+    head = (
         "{\n"
         f"    __shared__ {elem} optiml_priv[{cap_name}];   // this block's copy of {target}'s bins\n"
         "    const int optiml_t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
@@ -138,20 +175,63 @@ def privatize_atomics(source: str, entry: str = "", launch=None) -> tuple[list[T
         f"    const bool optiml_fit = ({bins}) <= {cap_name};\n"
         f"    if (optiml_fit)\n"
         f"        for (int optiml_j = optiml_t; optiml_j < ({bins}); optiml_j += optiml_nt) optiml_priv[optiml_j] = 0;\n"
-        "    __syncthreads();\n"
-        f"    for ({type_text} {var} = {idx}; {var} < {limit}; {var} += blockDim.x * gridDim.x) {item}\n"
+        "    __syncthreads();\n")
+    merge = (
         "    __syncthreads();\n"
         "    if (optiml_fit)\n"
         f"        for (int optiml_j = optiml_t; optiml_j < ({bins}); optiml_j += optiml_nt)\n"
         f"            if (optiml_priv[optiml_j] != 0) atomicAdd(&{target}[optiml_j], optiml_priv[optiml_j]);\n"
         "}")
-    b = parts["body"]
-    text = _splice(source, [(b.start_byte, b.end_byte, body)])
-    cd = parts["cd"]
+    loop = f"    for ({type_text} {var} = {idx}; {var} < {limit}; {var} += blockDim.x * gridDim.x) {item}\n"
+    b, cd, defines = parts["body"], parts["cd"], [f"#define {cap_name} {cap}", f"#define {blocks_name} {BLOCKS}"]
+    text = _splice(source, [(b.start_byte, b.end_byte, head + loop + merge)])
     line = _launch_line((f"min(cdiv({cd[0]}, {cd[1]}), {blocks_name})",), parts["block"], parts["smem"])
-    text = _with_launch(text, [f"#define {cap_name} {cap}", f"#define {blocks_name} {BLOCKS}"], line)
-    return [Transform("privatize", text, f"privatized atomics into shared memory, {blocks_name} = {BLOCKS}",
-                      f"every item adds into {target} with a global atomic; each block now adds into its own copy "
-                      f"of the {bins} bins in shared memory (fast atomics, no contention across the GPU) over a "
-                      f"grid-stride loop of at most {blocks_name} blocks, and merges the copy into {target} once, "
-                      "one atomic a non-zero bin.", hint=1.2)], None
+    text = _with_launch(text, defines, line)
+    why = (f"every item adds into {target} with a global atomic; each block now adds into its own copy of the {bins} "
+           f"bins in shared memory (fast atomics, no contention across the GPU) over a grid-stride loop of at most "
+           f"{blocks_name} blocks, and merges the copy into {target} once, one atomic a non-zero bin")
+    out = [Transform("privatize", text, f"privatized atomics into shared memory, {blocks_name} = {BLOCKS}",
+                     why + ".", hint=1.2)]
+    arrays = _byte_reads(fn, lo, hi, var, bytes_)
+    if arrays:
+        vitem = item
+        for a in arrays:
+            vitem = re.sub(rf"\b{re.escape(a)}\s*\[\s*{re.escape(var)}\s*\]", f"optiml_b_{a}", vitem)
+        loads = "".join(
+            f"            const int4 optiml_q_{a} = reinterpret_cast<const int4 *>({a})[optiml_v];\n"
+            f"            const unsigned int optiml_w_{a}[4] = {{(unsigned int)optiml_q_{a}.x, (unsigned int)optiml_q_{a}.y, "
+            f"(unsigned int)optiml_q_{a}.z, (unsigned int)optiml_q_{a}.w}};\n" for a in arrays)
+        # byte k of the chunk (little-endian, as the GPU and the host are); the item's index where it uses it
+        bytes_of = "".join(f"                const unsigned char optiml_b_{a} = (unsigned char)(optiml_w_{a}[optiml_k >> 2] "
+                           f">> (8 * (optiml_k & 3)));\n" for a in arrays)
+        if re.search(rf"\b{re.escape(var)}\b", vitem):
+            bytes_of += f"                {type_text} {var} = ({type_text})(optiml_v * 16 + optiml_k);\n"
+        aligned = " | ".join(f"reinterpret_cast<unsigned long long>({a})" for a in arrays)
+        vloop = (
+            "    const size_t optiml_stride = (size_t)blockDim.x * gridDim.x;\n"
+            "    const size_t optiml_first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    size_t optiml_scalar_from = 0;     // the items before it are read 16 bytes at a time\n"
+            f"    if ((({aligned}) & 15) == 0) {{      // 16-byte aligned: 16 items a load\n"
+            f"        const size_t optiml_vectors = ({limit}) > 0 ? (size_t)({limit}) / 16 : 0;\n"
+            "        for (size_t optiml_v = optiml_first; optiml_v < optiml_vectors; optiml_v += optiml_stride) {\n"
+            f"{loads}"
+            "#pragma unroll\n"
+            "            for (int optiml_k = 0; optiml_k < 16; optiml_k++) {\n"
+            f"{bytes_of}"
+            f"                {vitem}\n"
+            "            }\n"
+            "        }\n"
+            "        optiml_scalar_from = optiml_vectors * 16;\n"
+            "    }\n"
+            f"    for ({type_text} {var} = ({type_text})(optiml_scalar_from + optiml_first); {var} < {limit}; "
+            f"{var} += optiml_stride) {item}\n")
+        text = _splice(source, [(b.start_byte, b.end_byte, head + vloop + merge)])
+        line = _launch_line((f"min(cdiv({cd[0]}, ({cd[1]}) * 16), {blocks_name})",), parts["block"], parts["smem"])
+        text = _with_launch(text, defines, line)
+        names = ", ".join(arrays)
+        out.append(Transform("privatize", text,
+                             f"privatized atomics into shared memory, 16-byte loads of {names}, {blocks_name} = {BLOCKS}",
+                             f"{why}; {names} {'is' if len(arrays) == 1 else 'are'} read 16 bytes a thread a step "
+                             "(one int4 load for 16 items, a scalar loop for the tail and for unaligned pointers) "
+                             "instead of one byte an item.", hint=1.3))
+    return out, None
