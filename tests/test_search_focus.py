@@ -141,6 +141,8 @@ def test_the_allocation_bench_reads_the_share_from_a_stored_run(tmp_path):
     assert row["evaluations"] == len(times) == 21 and row["best_ms"] == pytest.approx(best)
     assert row["found_at"] == found + 1 and row["after"] == len(times) - found - 1
     assert row["below_half"] == want_slow > 0
+    # every slow candidate here is a move of the slow line, whose nodes are all below half the best's speed
+    assert row["from_slow_parents"] == want_slow
 
 
 class FakeQueuedGPU:
