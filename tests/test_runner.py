@@ -403,6 +403,8 @@ def test_a_candidate_not_yet_on_a_gpu_can_be_withdrawn(tmp_path):
         done = [f.result(timeout=120) for f in (first, queued[0], queued[2])]
         assert queued[1].cancelled()                            # dropped where it waited
         assert not pool.withdraw(queued[0])                     # finished
+        again = pool.submit(Candidate(src(96))).result(timeout=120)   # its code again: evaluated, not lost
+    assert again.status == "ok" and "reused" not in again.stage_s
     assert [d.status for d in done] == ["ok"] * 3
-    assert sorted(j.candidate.constants.get("BLOCK") for j in harnesses[0].jobs) == [32, 64, 128]
+    assert sorted(j.candidate.constants.get("BLOCK") for j in harnesses[0].jobs) == [32, 64, 96, 128]
     assert pool._outstanding == 0 and not pool._live

@@ -235,6 +235,7 @@ MUTANTS: list[Mutant] = [
       "            if True:\n                item.reached_gpu = True", ("tests/test_runner.py",)),
     M("runner", "optiml/runner/runner.py", "if item is None or item.reached_gpu or item.later is not None:",
       "if item is None or item.later is not None:", ("tests/test_runner.py",)),
+    M("runner", "optiml/runner/stages.py", "            if prev.future.cancelled():", "            if False:", ("tests/test_runner.py",)),
     M("spec", "optiml/source.py", '    if entry and "template" in text:', '    if False:', ("tests/test_edits_knobs.py",)),
     M("runner", "optiml/runner/stages.py", "if category(done.status) not in (Category.OK, Category.WRONG):",
       "if category(done.status) not in (Category.OK, Category.WRONG, Category.INFRASTRUCTURE):",

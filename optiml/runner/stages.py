@@ -179,6 +179,8 @@ class BuildStage:
         key = (digest, item.kb.symbol, repr(item.kb.launches), repr(sorted(item.kb.constants.items())))
         with self._lock:
             prev = self._by_code.setdefault(key, item)
+            if prev.future.cancelled():          # withdrawn before its result (Runner.withdraw): this one stands in
+                self._by_code[key] = prev = item
         if prev is item or not prev.future.done() or prev.future.exception() is not None:
             return False
         done = prev.future.result()
