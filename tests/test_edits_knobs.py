@@ -378,3 +378,15 @@ def test_the_launched_entry_of_several_gives_the_launch_its_block_size_and_it_is
     at = {s: spec.resolve_launch(spec.timing_sizes, spec.source_info(s)) for s in (src, wider)}
     assert (at[src].grid[:2], at[src].block[:2]) == ((256, 256), (16, 16))
     assert (at[wider].grid[:2], at[wider].block[:2]) == ((128, 128), (32, 32))
+
+
+def test_a_kernel_writing_one_value_a_block_gets_no_block_knob():
+    """partial[blockIdx.x] = ...: the block size decides what each output sums, so a knob (and the
+    tuning after it) would change the outputs' layout; the chunked-partials rewrite is the move there."""
+    from pathlib import Path
+    here = Path(__file__).resolve().parents[1] / "bench" / "templates" / "rewrites"
+    launch = (("cdiv(n, 256)",), (256,), 0)
+    ts, why = tie_block_literal((here / "block_partial.cu").read_text(), "block_partial", launch)
+    assert ts == [] and "one value a block (partial[blockIdx.x])" in why
+    ts, why = tie_block_literal((here / "block_sum.cu").read_text(), "block_sum", launch)   # an atomic into one value: free
+    assert [t.edit for t in ts] == ["knob OPTIML_BLOCK_SIZE = 256"] and why is None

@@ -157,11 +157,15 @@ def test_the_rules_offer_it_and_on_the_rewrite_only_moves_that_keep_the_layout(t
     moves = {t.edit for t in all_transforms(out, "partial_sums", launch=LAUNCH) if t.kind in ("tune", "knob")}
     assert moves == {"OPTIML_PARTIAL_THREADS 32 -> 16", "OPTIML_PARTIAL_THREADS 32 -> 64",
                      "OPTIML_PARTIAL_CHUNKS_PER_BLOCK 8 -> 4", "OPTIML_PARTIAL_CHUNKS_PER_BLOCK 8 -> 16"}
-    # a block made a knob first: the chunk stays 256 and the knob, now unused, is dropped
+    # a block the user named (no knob is offered on such a kernel: its block is the partials' layout):
+    # the chunk stays 256 and the name, now unused, is dropped
     from optiml.edits.structural import tie_block_literal
-    (knob,), _ = tie_block_literal(PARTIAL, "partial_sums", LAUNCH)
-    chained = _rewrite(knob.source)
-    assert "OPTIML_BLOCK_SIZE" not in chained and parse_source(chained).launch.grid[0].startswith("cdiv(cdiv(n, 256)")
+    assert tie_block_literal(PARTIAL, "partial_sums", LAUNCH)[0] == []
+    named = ("#define BLOCK_SIZE 256\n// optiml:launch {grid = [\"cdiv(n, BLOCK_SIZE)\"], block = [\"BLOCK_SIZE\"]}\n"
+             + PARTIAL.replace("sh[256]", "sh[BLOCK_SIZE]"))
+    chained = _rewrite(named)
+    assert "BLOCK_SIZE" not in chained.replace("OPTIML_", "") and \
+        parse_source(chained).launch.grid[0].startswith("cdiv(cdiv(n, 256)")
     # a term that uses the index as a number has no float4 loop (its lanes could not say which element)
     ramp = _rewrite(PARTIAL.replace("x[i] : 0.0f", "x[i] + 0.5f * i : 0.0f"))
     assert "float4" not in ramp and "optiml_acc += (float)(x[i] + 0.5f * i);" in ramp

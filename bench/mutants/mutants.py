@@ -237,6 +237,7 @@ MUTANTS: list[Mutant] = [
       "if item is None or item.later is not None:", ("tests/test_runner.py",)),
     M("runner", "optiml/runner/stages.py", "            if prev.future.cancelled():", "            if False:", ("tests/test_runner.py",)),
     M("spec", "optiml/source.py", '    if entry and "template" in text:', '    if False:', ("tests/test_edits_knobs.py",)),
+    M("edits", "optiml/edits/structural.py", "    if per_block:\n", "    if per_block and False:\n", ("tests/test_edits_knobs.py",)),
     M("runner", "optiml/runner/stages.py", "if category(done.status) not in (Category.OK, Category.WRONG):",
       "if category(done.status) not in (Category.OK, Category.WRONG, Category.INFRASTRUCTURE):",
       ("tests/test_runner.py::test_a_transient_failure_of_the_machinery_is_not_reused_for_the_same_code",)),

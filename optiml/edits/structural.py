@@ -102,6 +102,10 @@ def tie_block_literal(source: str, entry: str = "", launch=None) -> tuple[list[T
     fn, _ = _entry_def(root, entry)
     if fn is None:
         return [], None
+    per_block = re.search(r"\b(\w+)\s*\[\s*blockIdx\.x\s*\]\s*(=(?!=)|\+=)", _t(fn))
+    if per_block:
+        return [], (f"the kernel writes one value a block ({per_block.group(1)}[blockIdx.x]): its block size is the "
+                    f"outputs' layout, so the block's literal is not made a knob")
     name = _free_name(KNOB_NAMES, info, source)
     if name is None:
         return [], "no free name for the block size"
