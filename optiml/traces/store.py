@@ -318,7 +318,7 @@ class TraceStore:
     def mark_pending(self, node_id: int) -> None:
         """A running node whose evaluation was taken back before it started is pending again."""
         with self._write():
-            cur = self.db.execute("UPDATE nodes SET status = 'pending', worker_pid = NULL, worker_host = NULL,"
+            cur = self.db.execute("UPDATE nodes SET worker_pid = NULL, worker_host = NULL, status = 'pending',"
                                   " updated_at = ? WHERE id = ? AND status = 'running'", (_now(), node_id))
             if cur.rowcount != 1:
                 raise ValueError(f"node {node_id} is not running")
