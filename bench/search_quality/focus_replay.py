@@ -28,6 +28,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=int, action="append")
     ap.add_argument("--parallel", type=int, action="append")
+    ap.add_argument("--focus", type=float, default=space_replay.SearchConfig.focus, help="the focus compared with none")
     a = ap.parse_args()
     budgets, parallels = a.budget or [25, 50], a.parallel or [1, 4]
     print("| space | budget | in flight | best / optimum, focus off | on | after the best, below half its speed: off | on |")
@@ -38,7 +39,7 @@ def main() -> int:
         for budget in budgets:
             for parallel in parallels:
                 cells = {}
-                for focus in (0.0, space_replay.SearchConfig.focus):
+                for focus in (0.0, a.focus):
                     ratios, shares = [], []
                     for seed in range(a.seeds):
                         trace = space_replay.optiml_trace(space, seed, budget, focus=focus, parallel=parallel)
@@ -48,8 +49,8 @@ def main() -> int:
                         if after is not None:
                             shares.append(after["share_below_half"])
                     cells[focus] = (statistics.mean(ratios), statistics.mean(shares) if shares else 0.0)
-                print(f"| {path.stem} | {budget} | {parallel} | {cells[0.0][0]:.3f} | {cells[space_replay.SearchConfig.focus][0]:.3f} | "
-                      f"{100 * cells[0.0][1]:.1f} % | {100 * cells[space_replay.SearchConfig.focus][1]:.1f} % |", flush=True)
+                print(f"| {path.stem} | {budget} | {parallel} | {cells[0.0][0]:.3f} | {cells[a.focus][0]:.3f} | "
+                      f"{100 * cells[0.0][1]:.1f} % | {100 * cells[a.focus][1]:.1f} % |", flush=True)
     return 0
 
 
