@@ -5,7 +5,9 @@
 # SiLU), each spec's [baseline] being torch.compile of the same operation, verified and timed in the
 # same process with the same method as the kernels.
 # Usage: OUT=dir bash bench/templates/optimize_rewrites.sh [extra optimize flags, e.g. --no-profile --time-limit 100]
-#   TASKS (default: all four) picks some; the table comes from bench/limits/table.py.
+#   TASKS (default: all four) picks some, among them histogram and block_partial (outside the
+#   template families; their baselines torch.bincount and torch.compile); the table comes from
+#   bench/limits/table.py.
 set -uo pipefail
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "bench/templates/optimize_rewrites.sh: no GPU was found (nvidia-smi is missing or lists none); run it on the GPU machine." >&2
