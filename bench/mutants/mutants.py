@@ -14,6 +14,11 @@ copy; they must pass. No GPU is needed: the tests named are CPU tests.
     python3 bench/mutants/mutants.py --list          # the mutants, not run
     python3 bench/mutants/mutants.py --planted       # only the planted bugs
     python3 bench/mutants/mutants.py -j 2            # two copies, two mutants at a time
+    python3 bench/mutants/mutants.py --module optiml/edits/hygiene.py   # mutants made from modules' code
+    python3 bench/mutants/mutants.py --changed HEAD~3                   # ... from the modules changed since
+
+``--module`` and ``--changed`` add mutants generated from each module's own code
+(bench/mutants/generated.py), reported per module, to the hand-written ones of the files named.
 
 The 21 planted bugs are marked ``planted=True``; tests/test_planted_bugs.py holds a test for each;
 tests/test_mutants_survivors.py and tests/test_compare_edges.py the tests written for mutants that survived the suite.
@@ -494,9 +499,29 @@ def main(argv=None) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at once, each in a copy of its own")
     ap.add_argument("--skip-baseline", action="store_true", help="do not run the unmutated tests first")
     ap.add_argument("--repo", type=Path, default=REPO, help="the repository to copy (default: this script's)")
+    ap.add_argument("--module", type=Path, action="append", default=[],
+                    help="also mutants generated from this module's code (may be repeated)")
+    ap.add_argument("--changed", metavar="REV", help="also mutants generated from every package module changed since REV")
+    ap.add_argument("--per-module", type=int, default=8, help="generated mutants a module (default 8)")
     args = ap.parse_args(argv)
 
     mutants = [m for m in MUTANTS if (not args.area or m.area in args.area) and (m.planted or not args.planted)]
+    modules = [p.resolve() for p in args.module]
+    if args.changed:
+        from generated import changed_modules
+        modules += changed_modules(args.repo.resolve(), args.changed)
+    if modules:
+        from generated import generate
+        repo = args.repo.resolve()
+        named = {str(m.relative_to(repo)) for m in modules}
+        if not args.area:          # only the hand-written mutants of these files, beside the generated ones
+            mutants = [m for m in mutants if m.file in named]
+        for mod in dict.fromkeys(modules):
+            if not mod.is_file() or mod.suffix != ".py":
+                print(f"mutants.py: {mod} is not a Python module.", file=sys.stderr)
+                return 2
+            area = ".".join(mod.relative_to(repo).with_suffix("").parts[1:])
+            mutants += [Mutant(area, f, old, new, tests) for f, old, new, tests in generate(mod, repo, args.per_module)]
     if args.list:
         for i, m in enumerate(mutants, 1):
             print(f"{i:3d} {m.area:7s} {'*' if m.planted else ' '} {m.name}  ->  {m.new.strip()[:50]!r}")
@@ -537,17 +562,18 @@ def main(argv=None) -> int:
         with ThreadPoolExecutor(max_workers=len(copies)) as pool:
             list(pool.map(one, range(len(mutants))))
 
-    print(f"\n{'area':8s} {'killed':>6s} {'total':>6s} {'score':>6s}")
+    width = max(8, *(len(m.area) for m in mutants))
+    print(f"\n{'area':{width}s} {'killed':>6s} {'total':>6s} {'score':>6s}")
     ok = True
-    for area in AREAS:
+    for area in dict.fromkeys([*AREAS, *(m.area for m in mutants)]):
         idx = [i for i, m in enumerate(mutants) if m.area == area]
         if not idx:
             continue
         killed = sum(results[i][0] == "killed" for i in idx)
-        print(f"{area:8s} {killed:6d} {len(idx):6d} {100 * killed / len(idx):5.0f}%")
+        print(f"{area:{width}s} {killed:6d} {len(idx):6d} {100 * killed / len(idx):5.0f}%")
         ok &= killed / len(idx) >= 0.9
     total = sum(r[0] == "killed" for r in results.values())
-    print(f"{'all':8s} {total:6d} {len(mutants):6d} {100 * total / len(mutants):5.0f}%")
+    print(f"{'all':{width}s} {total:6d} {len(mutants):6d} {100 * total / len(mutants):5.0f}%")
     bad = [(mutants[i], r[0]) for i, r in sorted(results.items()) if r[0] != "killed"]
     if bad:
         print("\nnot killed:")
