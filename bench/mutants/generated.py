@@ -128,8 +128,8 @@ def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> li
         for pool in pools:
             while pool and len(picked) < per_module:
                 old, new = pool.pop()
-                if old not in seen:
-                    seen.add(old)
+                if (old, new) not in seen:
+                    seen.add((old, new))
                     picked.append((old, new))
                     break
     tests = tests_of(module, repo)
