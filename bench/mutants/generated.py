@@ -7,7 +7,8 @@ value replaced by None. The snippet is the changed line, widened upwards until i
 file; a change that cannot be told apart that way is left out. A module gets at most ``per_module``
 of them, drawn with a fixed seed from all it has, one function's worth at a time, so they spread
 over its functions. Its tests are the test files that import it (by its dotted name, or by its name
-from its package); a module no test file imports gets its package's.
+from its package) and, for a subpackage's module, those that import its subpackage (a module is
+often reached through it: the judge through the runner).
 
     python3 bench/mutants/mutants.py --module optiml/edits/hygiene.py     # these modules' mutants
     python3 bench/mutants/mutants.py --changed main~5                      # the modules changed since a revision
@@ -105,9 +106,9 @@ def tests_of(module: Path, repo: Path) -> tuple[str, ...]:
     package = re.compile(rf"\b{re.escape(pkg)}\b")
     files = sorted((repo / "tests").glob("test_*.py"))
     mine = [f for f in files if own.search(f.read_text(errors="ignore"))]
-    if not mine:
-        mine = [f for f in files if package.search(f.read_text(errors="ignore"))]
-    return tuple(str(f.relative_to(repo)) for f in mine)
+    if not mine or pkg != "optiml":    # a subpackage's module is often reached through the subpackage
+        mine += [f for f in files if f not in mine and package.search(f.read_text(errors="ignore"))]
+    return tuple(str(f.relative_to(repo)) for f in sorted(mine))
 
 
 def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> list[tuple[str, str, str, tuple[str, ...]]]:
