@@ -278,12 +278,16 @@ class MCTS:
         """Start ``node``'s evaluation without waiting for it, with a virtual visit on it and its
         ancestors until the result arrives."""
         self._start(node)
-        n = node
-        while n is not None:
-            n.inflight += 1
-            n = n.parent
+        self._count_inflight(node, +1)
         inflight[node.id] = node
         evaluator.submit(node.id, node.source, node.flags)
+
+    @staticmethod
+    def _count_inflight(node: Node, delta: int) -> None:
+        """Add ``delta`` to the evaluations in flight counted on ``node`` and its ancestors."""
+        while node is not None:
+            node.inflight += delta
+            node = node.parent
 
     def _collect(self, inflight: dict[int, Node], evaluator: AsyncEvaluator) -> None:
         """Wait for evaluations in flight and take every finished one, in the order they come."""
@@ -295,10 +299,7 @@ class MCTS:
                 self.amend(self.nodes[token], ev)
                 continue
             node = inflight.pop(token)
-            n = node
-            while n is not None:
-                n.inflight -= 1
-                n = n.parent
+            self._count_inflight(node, -1)
             self._finish(node, ev)
 
     def _finish(self, node: Node, ev: Result | dict | None) -> None:
@@ -463,7 +464,7 @@ class MCTS:
             node = self.root if nxt is None else nxt   # None: it has just become a dead end
 
     def _near_inflight(self) -> bool:
-        """An evaluation in flight whose parent is within the focus (its result may open more work there)."""
+        """An evaluation in flight that the focus does not hold back (its result may open more work there)."""
         return any(n.status == RUNNING and n.parent is not None and not self._held(n) for n in self.nodes)
 
     def _withdraw_far(self, inflight: dict[int, Node], evaluator) -> None:
@@ -483,10 +484,7 @@ class MCTS:
             if not evaluator.withdraw(node.id):
                 continue
             del inflight[node.id]
-            n = node
-            while n is not None:
-                n.inflight -= 1
-                n = n.parent
+            self._count_inflight(node, -1)
             node.status = PENDING
             self._pending.append(node)
             logger.debug("node {} withdrawn: its parent is over the focus", node.id)
