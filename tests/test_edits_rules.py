@@ -118,6 +118,18 @@ def test_register_limited_occupancy_raises_launch_bounds_and_caps():
     assert fast.flags == ("-use_fast_math",) and "tolerance" in fast.rationale
 
 
+def test_fast_math_is_less_likely_on_a_memory_bound_kernel():
+    """A kernel waiting on memory (memory 80 %, SM 20 %) gains little from faster arithmetic: the
+    -use_fast_math prior is cut to 0.3 of its value; on a compute-busy one (SM 70 %) it is not."""
+    def fast(metrics):
+        return next(p.prior for p in RulesProposer().propose(node("softmax_rows", metrics=metrics), 100,
+                                                                random.Random(0)) if p.edit == "flag -use_fast_math")
+    plain = fast({})
+    assert fast({"memory_throughput_pct": 80.0, "sm_throughput_pct": 20.0}) == pytest.approx(0.3 * plain)
+    assert fast({"memory_throughput_pct": 80.0, "sm_throughput_pct": 70.0}) == pytest.approx(plain)
+    assert fast({"memory_throughput_pct": 50.0, "sm_throughput_pct": 20.0}) == pytest.approx(plain)
+
+
 def test_fast_math_only_where_the_code_divides_or_calls_transcendentals():
     """A GEMM's multiply-adds: nothing for -use_fast_math to change; softmax's expf and division: worth a try."""
     from optiml.edits.transforms import fast_math_matters

@@ -69,6 +69,64 @@ def test_no_compute_sanitizer_is_a_status_not_a_crash(tmp_path, monkeypatch):
     assert r.status == "not_sanitized" and "not found" in r.message
 
 
+def test_the_leak_check_is_turned_off_for_memcheck_only():
+    """compute-sanitizer's --leak-check belongs to memcheck; the other tools are run without it."""
+    s = Sanitizer(exe="/opt/cs", python="/py", niceness=0)
+    tail = ["--error-exitcode", "86", "--print-limit", "1", "--show-backtrace", "no", "/py", "-m",
+            "optiml.verify.worker", "--sanitize", "/j"]
+    assert s.command("memcheck", "/j") == ["/opt/cs", "--tool", "memcheck", "--leak-check", "no", *tail]
+    for tool in ("racecheck", "initcheck", "synccheck"):
+        assert s.command(tool, "/j") == ["/opt/cs", "--tool", tool, *tail]
+
+
+def test_a_chosen_sanitizer_that_cannot_run_is_not_found(tmp_path, monkeypatch):
+    """OPTIML_COMPUTE_SANITIZER naming a file without execute permission, or a folder: not found."""
+    from optiml.verify.sanitizer import find_sanitizer
+    plain = tmp_path / "compute-sanitizer"
+    plain.write_text("#!/bin/sh\n")
+    plain.chmod(0o644)
+    for chosen in (plain, tmp_path):
+        monkeypatch.setenv("OPTIML_COMPUTE_SANITIZER", str(chosen))
+        assert find_sanitizer() is None
+        assert Sanitizer().sanitize(job(tmp_path)).status == "not_sanitized"
+    plain.chmod(0o755)
+    assert find_sanitizer() is None          # still the folder
+    monkeypatch.setenv("OPTIML_COMPUTE_SANITIZER", str(plain))
+    assert find_sanitizer() == str(plain)
+
+
+SCRIPTED = textwrap.dedent(f"""\
+    #!{sys.executable}
+    # A fake compute-sanitizer: memcheck prints $FAKE_MEMCHECK and exits with $FAKE_EXIT; the others are clean.
+    import os, sys
+    a = sys.argv[1:]
+    tool = a[a.index("--tool") + 1]
+    if tool == "memcheck":
+        print(os.environ["FAKE_MEMCHECK"]); sys.exit(int(os.environ["FAKE_EXIT"]))
+    print("========= COMPUTE-SANITIZER"); print("========= ERROR SUMMARY: 0 errors")
+""")
+
+
+@pytest.mark.parametrize("text, code, sentence", [
+    # a report the tool counted though it names no kernel (no "at" line)
+    ("========= Invalid __global__ write of size 4 bytes\n=========     by thread (1,0,0) in block (2,0,0)\n"
+     "========= ERROR SUMMARY: 1 error", 86,
+     "memcheck: Invalid __global__ write of size 4 bytes, thread (1,0,0) of block (2,0,0)"),
+    # a report in a kernel from a tool that ended before its summary
+    ("========= Invalid __global__ read of size 4 bytes\n=========     at k+0x40 in kernel.cu:7\n"
+     "=========     by thread (3,0,0) in block (0,0,0)", 1,
+     "memcheck: Invalid __global__ read of size 4 bytes in k at kernel.cu:7, thread (3,0,0) of block (0,0,0)"),
+])
+def test_a_report_outside_a_kernel_or_without_a_summary_is_unsafe(tmp_path, monkeypatch, text, code, sentence):
+    exe = tmp_path / "compute-sanitizer"
+    exe.write_text(SCRIPTED)
+    exe.chmod(0o755)
+    monkeypatch.setenv("FAKE_MEMCHECK", "========= COMPUTE-SANITIZER\n" + text)
+    monkeypatch.setenv("FAKE_EXIT", str(code))
+    r = Sanitizer(exe=str(exe)).sanitize(job(tmp_path))
+    assert (r.status, r.message, r.tools) == ("unsafe", sentence, ())
+
+
 class FakeOkHarness(FakeHarness):
     def run(self, job, lend=None):
         return HarnessResult("ok", timing=TimingResult(1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 10, 3, 1, True))

@@ -37,6 +37,18 @@ def test_defines_constexprs_and_explicit_instantiations():
     assert "#define BX 32" in out and "BY = 2;" in out and "k<16>(float*)" in out
 
 
+def test_only_agreeing_positive_template_arguments_are_detected_as_tunables():
+    """What `optiml init` offers to tune: a template argument the entry passes with one value
+    everywhere, not one it passes with two values or as 0; a macro named like a tunable, not one of 0."""
+    from optiml.spec.space import detected
+    src = ("template <int W> __device__ void f(float* x) { x[0] = W; }\n"
+           "template <int V> __device__ void g(float* x) { x[1] = V; }\n"
+           "template <int U> __device__ void h(float* x) { x[2] = U; }\n"
+           "#define BLOCK_X 0\n#define TILE 8\n"
+           "__global__ void k(float* x) { f<16>(x); f<32>(x); g<0>(x); h<4>(x); h<4>(x); }\n")
+    assert detected(src, "k") == {"TILE": (8, "define"), "U": (4, "template")}
+
+
 @pytest.mark.parametrize("table, words", [
     ({"B": []}, "non-empty list"),
     ({"B": [1, 2.5]}, "integers only"),

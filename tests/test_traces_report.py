@@ -93,6 +93,26 @@ def test_format_path_shows_steps_diffs_speedups_and_deltas(traj):
     assert text.rstrip().endswith("rewrites:\n  launch_bounds: 1 made, 1 verified; best 1.25x over the kernel it rewrote")
 
 
+def test_show_names_the_seed_the_diff_hunk_and_the_final_figure(traj):
+    """A run of `optimize` (its root is the user's seed, not a description): the seed's line, each
+    step's diff with two lines of context, and the final interleaved figure against the seed."""
+    store, ids = traj
+    store.set_run_result(ids["run"], {"status": "ok", "speedup": 2.0, "seed_ms": 2.0, "best_ms": 1.0,
+                                      "best_edits": ["pad", "__launch_bounds__(1024, 2)"]})
+    lines = format_path(store, ids["run"]).splitlines()
+    assert lines[1] == f"seed: node {ids['seed']}, 2 ms"
+    assert not any(line.startswith(("root:", "description:", "strategies:")) for line in lines)
+    at = lines.index("+++ node 2")
+    assert lines[at + 1:at + 6] == [
+        "@@ -1,4 +1,4 @@",
+        " __global__ void transpose(float *out, const float *in, int n) {",
+        "-    __shared__ float tile[32][32];",
+        "+    __shared__ float tile[32][33];",
+        "     int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;"]
+    assert ("final: 2.00x (2 ms → 1 ms) for [pad; __launch_bounds__(1024, 2)], verified again on fresh inputs "
+            "and timed interleaved with the seed in one process") in lines
+
+
 def test_format_path_without_a_verified_candidate(tmp_path):
     with TraceStore(tmp_path / "t.db") as store:
         run = store.start_run("vadd")

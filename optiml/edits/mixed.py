@@ -23,7 +23,8 @@ class MixedProposer:
         refused: dict[str, Proposal] = {}      # records of rewrites not made: outside the shares
         short, full = 0, []
         for p, share in zip(self.proposers, shares):
-            if share <= 0:
+            if share <= 0:                     # not asked (k smaller than the proposers): may fill the shortfall
+                full.append((p, 0))
                 continue
             got = list(p.propose(node, share, rng))
             refused.update((x.edit, x) for x in got if x.refused)
