@@ -62,3 +62,13 @@ def test_each_generated_mutant_changes_one_unique_place_and_still_parses(tmp_pat
 
 def test_the_module_of_a_changed_file_list(tmp_path):
     assert generated.tests_of(ROOT / "optiml" / "edits" / "hygiene.py", ROOT)     # some test imports it
+
+
+def test_a_modules_own_test_files_come_before_its_packages():
+    """The judge is imported by name by few test files and reached through its package by many:
+    its own run first, so a killed mutant stops early (pytest -x)."""
+    tests = generated.tests_of(ROOT / "optiml" / "runner" / "judge.py", ROOT)
+    name = ".".join(("runner", "judge"))        # not written out: this file is no test of the judge
+    own = [t for t in tests if name in (ROOT / t).read_text()]
+    assert own and list(tests[:len(own)]) == own and len(tests) > len(own)
+    assert "tests/test_mutants_generated.py" not in tests

@@ -98,7 +98,8 @@ def _col(row: str, byte_offset: int) -> int:
 
 def tests_of(module: Path, repo: Path) -> tuple[str, ...]:
     """The test files that import ``module`` (its dotted name, or its name from its package),
-    else those that import its package."""
+    then (for a subpackage's module, or where none does) those that import its package: the
+    module's own first, as pytest -x stops at the first failure."""
     rel = module.relative_to(repo).with_suffix("")
     dotted = ".".join(rel.parts)
     pkg, name = ".".join(rel.parts[:-1]), rel.parts[-1]
@@ -108,7 +109,7 @@ def tests_of(module: Path, repo: Path) -> tuple[str, ...]:
     mine = [f for f in files if own.search(f.read_text(errors="ignore"))]
     if not mine or pkg != "optiml":    # a subpackage's module is often reached through the subpackage
         mine += [f for f in files if f not in mine and package.search(f.read_text(errors="ignore"))]
-    return tuple(str(f.relative_to(repo)) for f in sorted(mine))
+    return tuple(str(f.relative_to(repo)) for f in mine)
 
 
 def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> list[tuple[str, str, str, tuple[str, ...]]]:
