@@ -418,13 +418,15 @@ def test_an_fp16_gemm_is_offered_the_tensor_core_template_only():
     g, why = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
     assert why is None and g.dtype == "float16" and g.epilogue == "__float2half(acc)"
     ts, _ = template_transforms(HGEMM, "hgemm", HGEMM_SPEC)
-    assert [t.edit.split(" (")[0] for t in ts] == ["template gemm_f16_wgmma", "template gemm_f16_mma",
-                                                   "template gemm_f16_wmma"]
-    assert ts[0].flags == ("-arch=sm_90a",) and ts[1].flags == ()
+    assert [t.edit.split(" (")[0] for t in ts] == ["template gemm_f16_wgmma_tma", "template gemm_f16_wgmma",
+                                                   "template gemm_f16_mma", "template gemm_f16_wmma"]
+    assert ts[0].flags == ts[1].flags == ("-arch=sm_90a",) and ts[2].flags == ()
+    assert "#define OPTIML_WS 1" in ts[0].source and "#define OPTIML_WS 0" in ts[1].source
+    assert parse_source(ts[0].source).launch.block == ("128 * (OPTIML_WGS + 1)",)    # and the producer warpgroup
     # the Hopper one only where the GPU is one (or not known)
     assert [t.edit.split(" (")[0] for t in template_transforms(HGEMM, "hgemm", HGEMM_SPEC, arch="sm_80")[0]] == \
         ["template gemm_f16_mma", "template gemm_f16_wmma"]
-    ts = ts[1:]
+    ts = ts[2:]
     out = ts[1].source
     assert "#include <mma.h>" in out and "#define OPTIML_T __half" in out
     launch = parse_source(out).launch
@@ -438,14 +440,18 @@ def test_an_fp16_gemm_is_offered_the_tensor_core_template_only():
     assert all("wmma" not in t.edit for t in template_transforms(LINEAR, "linear_relu", LINEAR_SPEC)[0])
 
 
-@pytest.mark.parametrize("name, count", [("gemm_f16_wmma", 15), ("gemm_f16_mma", 38), ("gemm_f16_wgmma", 32)])
-def test_every_point_of_the_tensor_core_spaces_compiles_for_fp16_and_bf16(tmp_path, name, count):
+@pytest.mark.parametrize("name, count, step", [("gemm_f16_wmma", 15, 1), ("gemm_f16_mma", 38, 1), ("gemm_f16_wgmma", 32, 1),
+                                               ("gemm_f16_wgmma_tma", 75, 4)])
+def test_every_point_of_the_tensor_core_spaces_compiles_for_fp16_and_bf16(tmp_path, name, count, step):
+    """Every point of each space (every step-th of the largest, whose sizes repeat over GROUP_M), with the
+    start point in bf16, B stored N x K and A stored K x M."""
     if NVCC is None:
         pytest.skip("nvcc is not installed")
     t = next(t for t in GEMM_TEMPLATES if t.name == name)
     g, _ = recognize_gemm(HGEMM, "hgemm", HGEMM_SPEC)
     points = t.points()
     assert len(points) == count and t.start in points     # the restrictions (shared memory, registers) hold
+    points = points[::step]
     bf = HGEMM.replace("__half2float", "__bfloat162float").replace("__float2half", "__float2bfloat16") \
         .replace("__half", "__nv_bfloat16").replace("cuda_fp16.h", "cuda_bf16.h") \
         .replace("B[k * N + col]", "B[col * K + k]")
@@ -507,7 +513,8 @@ def test_optimize_offers_the_hopper_template_only_on_a_hopper_gpu():
     offered = {arch: [t.edit.split(" (")[0] for t in make_proposer("rules", None, None, 1.0, spec, source=src,
                                                                     templates=True, arch=arch).templates[1]]
                for arch in ("sm_90", "sm_80")}
-    assert offered["sm_90"][0] == "template gemm_f16_wgmma" and "template gemm_f16_wgmma" not in offered["sm_80"]
+    assert offered["sm_90"][:2] == ["template gemm_f16_wgmma_tma", "template gemm_f16_wgmma"]
+    assert not any("wgmma" in name for name in offered["sm_80"])
     assert "template gemm_f16_mma" in offered["sm_80"]
 
 

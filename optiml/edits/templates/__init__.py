@@ -70,6 +70,10 @@ _WGMMA_RESTRICTIONS = (
     "(128 * OPTIML_WGS * 8 // OPTIML_BN) % 8 == 0",                            # a thread's pieces 8 rows apart
     "OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 1024 <= 232448",
 )
+_WGMMA_TMA_RESTRICTIONS = (
+    "OPTIML_MW * OPTIML_BN // 2 <= 128",                                      # accumulators a thread
+    "OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 2048 <= 232448",
+)
 _MMA_THREADS = "32 * OPTIML_WARPS_M * OPTIML_WARPS_N"
 _TF32_RESTRICTIONS = (
     "OPTIML_BM % OPTIML_WARPS_M == 0 and OPTIML_BN % OPTIML_WARPS_N == 0",
@@ -122,6 +126,18 @@ GEMM_TEMPLATES = (
                  threads="32 * OPTIML_WARPS_M * OPTIML_WARPS_N", restrictions=_TF32_RESTRICTIONS,
                  shared_mem="OPTIML_STAGES * (OPTIML_BM + OPTIML_BN + 16) * (OPTIML_BK + 8) * 4",
                  min_sm=80, file="gemm_tf32_mma", defines=(("OPTIML_TF32_SPLIT", 1),)),
+    GemmTemplate("gemm_f16_wgmma_tma", ("float16", "bfloat16"),
+                 {"OPTIML_BN": 256, "OPTIML_MW": 1, "OPTIML_WGS": 2, "OPTIML_STAGES": 4, "OPTIML_GROUP_M": 8},
+                 {"OPTIML_BN": [128, 256], "OPTIML_MW": [1, 2], "OPTIML_WGS": [1, 2], "OPTIML_STAGES": [2, 3, 4, 5, 6],
+                  "OPTIML_GROUP_M": [1, 8, 16]},
+                 "Hopper's wgmma.mma_async fed by TMA in a warp-specialised, persistent block: a producer "
+                 "warpgroup copies the tiles of A and B into STAGES 128-byte-swizzled buffers (mbarriers count "
+                 "their bytes in), WGS consumer warpgroups multiply and free each buffer as its wgmmas finish, "
+                 "the resident blocks take tiles from a shared counter in bands of GROUP_M tile rows", 1.4,
+                 tile_m="(64 * OPTIML_MW * OPTIML_WGS)", threads="128 * (OPTIML_WGS + 1)",
+                 restrictions=_WGMMA_TMA_RESTRICTIONS,
+                 shared_mem="OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 2048",
+                 flags=("-arch=sm_90a",), archs=("sm_90", "sm_90a"), file="gemm_f16_wgmma", defines=(("OPTIML_WS", 1),)),
     GemmTemplate("gemm_f16_wgmma", ("float16", "bfloat16"),
                  {"OPTIML_BN": 256, "OPTIML_MW": 1, "OPTIML_WGS": 2, "OPTIML_STAGES": 4, "OPTIML_GROUP_M": 8},
                  {"OPTIML_BN": [128, 256], "OPTIML_MW": [1, 2], "OPTIML_WGS": [1, 2], "OPTIML_STAGES": [3, 4, 5, 6],
@@ -131,7 +147,7 @@ GEMM_TEMPLATES = (
                  "the last one's wgmmas finish", 1.3,
                  tile_m="(64 * OPTIML_MW * OPTIML_WGS)", threads="128 * OPTIML_WGS", restrictions=_WGMMA_RESTRICTIONS,
                  shared_mem="OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 1024",
-                 flags=("-arch=sm_90a",), archs=("sm_90", "sm_90a")),
+                 flags=("-arch=sm_90a",), archs=("sm_90", "sm_90a"), defines=(("OPTIML_WS", 0),)),
     GemmTemplate("gemm_f16_mma", ("float16", "bfloat16"),
                  {"OPTIML_BM": 128, "OPTIML_BN": 128, "OPTIML_BK": 64, "OPTIML_WARPS_M": 2, "OPTIML_WARPS_N": 4,
                   "OPTIML_STAGES": 2},

@@ -14,6 +14,18 @@
 //
 // Tuned: OPTIML_BN (128 or 256, wgmma's N), OPTIML_MW, OPTIML_WGS, OPTIML_STAGES, OPTIML_GROUP_M (the
 // blocks run in bands of that many tile rows, for L2); static_asserts refuse what the body cannot run.
+//
+// With OPTIML_WS 1 (the gemm_f16_wgmma_tma template) the block is warp-specialised and persistent: WGS
+// consumer warpgroups multiply, one more warpgroup produces. Its first thread takes tiles from a counter
+// in global memory (so the blocks resident on the GPU share every tile between them, whatever its number
+// of SMs, and the others find none left and end) and fills the STAGES buffers with TMA bulk copies, each
+// stage's mbarrier counting the bytes in; the consumers free a stage through a second mbarrier once the
+// wgmmas that read it are done, and store their tile while the producer is already loading the next.
+// The tensor maps are written on the GPU (tensormap.replace into shared memory, then copied to a slot of
+// global memory), since the entry has the user's signature and no host code. TMA zero-fills outside the
+// matrix, so edge tiles need no guards; an operand TMA cannot take (a row stride or base address not a
+// multiple of 16 bytes) is loaded piece by piece by the producer warpgroup instead. The counters reset
+// themselves when the last block ends: the kernel must not run concurrently with itself.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #ifndef OPTIML_BN
@@ -30,6 +42,9 @@
 #endif
 #ifndef OPTIML_GROUP_M
 #define OPTIML_GROUP_M 8
+#endif
+#ifndef OPTIML_WS
+#define OPTIML_WS 0
 #endif
 #ifndef OPTIML_A
 #define OPTIML_T __half
@@ -118,9 +133,72 @@ __device__ __forceinline__ void optiml_wgmma_n256(float* d, unsigned long long d
     else optiml_wgmma_asm_n256("f16.f16");
 }
 #endif
+
+// the warp-specialised variant's: mbarriers, TMA and tensor maps written on the GPU
+#ifndef optiml_tma_helpers
+#define optiml_tma_helpers
+constexpr unsigned optiml_tma_slot_count = 1024;   // tensor-map slots: blocks resident at once
+// the element type a pointer points to, and two of them stored at once
+template <typename P> struct optiml_deref;
+template <typename E> struct optiml_deref<E*> { typedef E type; };
+template <typename E> struct alignas(2 * sizeof(E)) optiml_pair { E x, y; };
+
+__device__ unsigned optiml_tma_tiles_taken, optiml_tma_blocks_done, optiml_tma_slots_taken;
+__device__ __align__(128) unsigned char optiml_tma_maps[optiml_tma_slot_count][256];
+
+__device__ __forceinline__ unsigned optiml_smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void optiml_mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(optiml_smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void optiml_mbar_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nOPTIML_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra OPTIML_WAIT;\n}\n" ::"r"(optiml_smem_addr(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void optiml_mbar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(optiml_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void optiml_mbar_expect(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(optiml_smem_addr(bar)), "r"(bytes) : "memory");
+}
+// a 2-d box of the tensor map at map into shared memory at dst, its bytes counted on bar
+__device__ __forceinline__ void optiml_tma_load(void* dst, const void* map, int c0, int c1, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(optiml_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(optiml_smem_addr(bar)) : "memory");
+}
+// one warp writes the tensor map of a 2-byte-element matrix (inner x outer elements, rows stride bytes
+// apart; boxes of box_inner x box_outer, 128-byte swizzle, zeros outside) at smem, then copies it to gmem
+__device__ __forceinline__ void optiml_tma_map(unsigned char* smem, unsigned char* gmem, const void* base, unsigned inner,
+                                               unsigned outer, unsigned long long stride, unsigned box_inner,
+                                               unsigned box_outer, int lane) {
+    reinterpret_cast<unsigned*>(smem)[lane] = 0u;
+    __syncwarp();
+    if (lane == 0) {
+        const unsigned m = optiml_smem_addr(smem);
+        asm volatile("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;\n" ::"r"(m), "l"(base) : "memory");
+        asm volatile("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%0], 1;\n" ::"r"(m) : "memory");
+        asm volatile("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 0, %1;\n" ::"r"(m), "r"(box_inner) : "memory");
+        asm volatile("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, %1;\n" ::"r"(m), "r"(box_outer) : "memory");
+        asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %1;\n" ::"r"(m), "r"(inner) : "memory");
+        asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %1;\n" ::"r"(m), "r"(outer) : "memory");
+        asm volatile("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %1;\n" ::"r"(m), "l"(stride) : "memory");
+        asm volatile("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 0, 1;\n" ::"r"(m) : "memory");
+        asm volatile("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 1, 1;\n" ::"r"(m) : "memory");
+        asm volatile("tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%0], 1;\n" ::"r"(m) : "memory");   // 16-bit
+        asm volatile("tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%0], 3;\n" ::"r"(m) : "memory"); // 128 B
+    }
+    __syncwarp();
+    asm volatile("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%0], [%1], 128;\n"
+                 ::"l"(gmem), "r"(optiml_smem_addr(smem)) : "memory");
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(gmem) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+#endif
 // optiml:helpers end
 
-__global__ void __launch_bounds__(128 * OPTIML_WGS)
+__global__ void __launch_bounds__(128 * (OPTIML_WGS + OPTIML_WS))
 optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B, __half* __restrict__ C, int M, int N, int K) {  // optiml:template-signature
     typedef OPTIML_T T;
     constexpr int BN = OPTIML_BN, MW = OPTIML_MW, WGS = OPTIML_WGS, STAGES = OPTIML_STAGES, BK = 64;
@@ -132,34 +210,38 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
     static_assert(sizeof(T) == 2, "gemm_f16_wgmma: fp16 or bf16 inputs");
     static_assert(BN == 128 || BN == 256, "gemm_f16_wgmma: BN (wgmma's N) must be 128 or 256");
     static_assert(MW * BN / 2 <= 128, "gemm_f16_wgmma: at most 128 accumulators a thread (MW * BN / 2)");
-    static_assert(WGS >= 1 && WGS <= 2 && STAGES >= 3 && STAGES <= 8, "gemm_f16_wgmma: 1 or 2 warpgroups, 3 to 8 stages");
-    static_assert(A_PIECES % THREADS == 0 && B_PIECES % THREADS == 0,
-                  "gemm_f16_wgmma: each thread copies whole 16-byte pieces of the A and B tiles");
-    static_assert(STAGES * STAGE_BYTES + 1024 <= 227 * 1024, "gemm_f16_wgmma: the stages must fit 227 KiB of shared memory");
+    static_assert(WGS >= 1 && WGS <= 2 && STAGES >= 2 && STAGES <= 8, "gemm_f16_wgmma: 1 or 2 warpgroups, 2 to 8 stages");
+    static_assert(OPTIML_WS || STAGES >= 3, "gemm_f16_wgmma: 3 stages at least without a producer warpgroup");
+    static_assert(STAGES * STAGE_BYTES + 1024 + 1024 * OPTIML_WS <= 227 * 1024, "gemm_f16_wgmma: the stages must fit 227 KiB of shared memory");
     extern __shared__ __align__(16) unsigned char optiml_smem[];
     const unsigned raw = static_cast<unsigned>(__cvta_generic_to_shared(optiml_smem));
     unsigned char* const tiles_at = optiml_smem + ((1024 - (raw & 1023)) & 1023);   // the swizzle's atoms: 1024-aligned
 
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-    // the blocks in bands of GROUP_M tile rows, each band column by column: neighbours in time share
-    // their tiles of A and B in L2
-    const int optiml_grid_n = gridDim.x, optiml_grid_m = gridDim.y, optiml_bid = blockIdx.y * optiml_grid_n + blockIdx.x;
-    const int optiml_band = optiml_bid / (OPTIML_GROUP_M * optiml_grid_n), optiml_first = optiml_band * OPTIML_GROUP_M;
-    const int optiml_rows = min(optiml_grid_m - optiml_first, OPTIML_GROUP_M), optiml_in_band = optiml_bid % (OPTIML_GROUP_M * optiml_grid_n);
-    const int m0 = (optiml_first + optiml_in_band % optiml_rows) * BM, n0 = (optiml_in_band / optiml_rows) * BN;
+#if OPTIML_WS
+    constexpr int LOADERS = 128;             // the producer warpgroup loads what TMA cannot, in few registers
+    const int lt = tid - THREADS;
+#else
+    constexpr int LOADERS = THREADS;
+    const int lt = tid;
+#endif
+    constexpr int A_UNROLL = OPTIML_WS ? 1 : A_PIECES / LOADERS, B_UNROLL = OPTIML_WS ? 1 : B_PIECES / LOADERS;
+    static_assert(A_PIECES % LOADERS == 0 && B_PIECES % LOADERS == 0,
+                  "gemm_f16_wgmma: each thread copies whole 16-byte pieces of the A and B tiles");
     const int Mx = OPTIML_M, Nx = OPTIML_N, Kx = OPTIML_K;
     const T* __restrict__ Ap = OPTIML_A_PTR;
     const T* __restrict__ Bp = OPTIML_B_PTR;
     const bool a_vec = ((OPTIML_A_ALONG_M ? Mx : Kx) % 8 == 0) && ((reinterpret_cast<size_t>(Ap) & 15) == 0);
     const bool b_vec = ((OPTIML_B_ALONG_K ? Kx : Nx) % 8 == 0) && ((reinterpret_cast<size_t>(Bp) & 15) == 0);
     const T zero = static_cast<T>(0.0f);
+    int m0 = 0, n0 = 0;                      // the tile's first row and column
 
     // a tile on the matrix's edges (or rows not 16-byte aligned): piece by piece, guarded, swizzled: 16-byte
     // piece c of row r at r * 128 + ((c ^ (r % 8)) * 16)
     auto load_edge_a = [&](unsigned char* a, int k0) {
-#pragma unroll
-        for (int l = 0; l < A_PIECES / THREADS; l++) {
-            const int i = tid + l * THREADS;
+#pragma unroll A_UNROLL
+        for (int l = 0; l < A_PIECES / LOADERS; l++) {
+            const int i = lt + l * LOADERS;
 #if OPTIML_A_ALONG_M     // M-major: rows of one k, in blocks of 64 m's
             const int r = i / (BM / 8), x = (i % (BM / 8)) * 8, gm = m0 + x, gk = k0 + r, dm = 1, dk = 0;
             const bool whole = gk < Kx && gm + 8 <= Mx;
@@ -180,9 +262,9 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
         }
     };
     auto load_edge_b = [&](unsigned char* b, int k0) {
-#pragma unroll
-        for (int l = 0; l < B_PIECES / THREADS; l++) {
-            const int i = tid + l * THREADS;
+#pragma unroll B_UNROLL
+        for (int l = 0; l < B_PIECES / LOADERS; l++) {
+            const int i = lt + l * LOADERS;
 #if OPTIML_B_ALONG_K     // K-major: rows of one n
             const int r = i / 8, c = i % 8, gn = n0 + r, gk = k0 + c * 8, dn = 0, dk = 1;
             const bool whole = gn < Nx && gk + 8 <= Kx;
@@ -202,6 +284,219 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
             }
         }
     };
+    // the matrix descriptors of stage 0 (A's at this warpgroup's first 64-row tile)
+    const unsigned long long desc_a = optiml_wg_desc(tiles_at + wg * MW * (TA ? ATOM : 64 * 128), TA ? ATOM : 16, 1024);
+    const unsigned long long desc_b = optiml_wg_desc(tiles_at + A_BYTES, TB ? ATOM : 16, 1024);
+    // one stage's wgmmas into acc: the descriptors' start address field moves by the byte offset / 16
+    auto multiply = [&](float (&acc)[MW][BN / 2], int s) {
+        const unsigned stage = static_cast<unsigned>(s * STAGE_BYTES) >> 4;
+        const unsigned long long da0 = desc_a + stage, db0 = desc_b + stage;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int i = 0; i < MW; i++) {
+#pragma unroll
+            for (int ks = 0; ks < BK / 16; ks++) {
+                const unsigned long long da = da0 + ((TA ? i * ATOM + ks * 16 * 128 : i * 64 * 128 + ks * 32) >> 4);
+                const unsigned long long db = db0 + ((TB ? ks * 16 * 128 : ks * 32) >> 4);
+                if constexpr (BN == 256) optiml_wgmma_n256<TA, TB, OPTIML_BF16>(acc[i], da, db);
+                else optiml_wgmma_n128<TA, TB, OPTIML_BF16>(acc[i], da, db);
+            }
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    };
+    // each warp of a warpgroup holds 16 rows of a 64-row tile: per 8 columns, 2 rows x 2 columns a lane;
+    // where C's rows are contiguous and aligned, the two columns are stored at once
+    typedef typename optiml_deref<decltype(&OPTIML_C(0, 0))>::type CT;
+    const bool c_pair = (sizeof(CT) == 2 || sizeof(CT) == 4) && &OPTIML_C(0, 1) - &OPTIML_C(0, 0) == 1
+                        && (&OPTIML_C(1, 0) - &OPTIML_C(0, 0)) % 2 == 0
+                        && (reinterpret_cast<size_t>(&OPTIML_C(0, 0)) % (2 * sizeof(CT))) == 0;
+    auto store = [&](float (&acc)[MW][BN / 2]) {
+#pragma unroll
+        for (int i = 0; i < MW; i++)
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int gm = m0 + (wg * MW + i) * 64 + warp * 16 + lane / 4 + h * 8;
+                    const int gn = n0 + j * 8 + (lane % 4) * 2;
+                    if (gm >= Mx) continue;
+                    const float optiml_acc0 = acc[i][j * 4 + h * 2], optiml_acc1 = acc[i][j * 4 + h * 2 + 1];
+                    if (c_pair && gn + 1 < Nx) {
+                        optiml_pair<CT> v;
+                        v.x = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
+                        v.y = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
+                        *reinterpret_cast<optiml_pair<CT>*>(&OPTIML_C(gm, gn)) = v;
+                    } else {
+                        if (gn < Nx) OPTIML_C(gm, gn) = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
+                        if (gn + 1 < Nx) OPTIML_C(gm, gn + 1) = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
+                    }
+                }
+    };
+    float acc[MW][BN / 2];
+
+#if OPTIML_WS
+    const int tiles_m = (Mx + BM - 1) / BM, tiles_n = (Nx + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    const int kblocks = (Kx + BK - 1) / BK;
+    // tile t's origin: the tiles in bands of GROUP_M tile rows, each band column by column, so that tiles
+    // taken at about the same time share their rows of A and columns of B in L2
+    auto origin = [&](int t) {
+        const int band = t / (OPTIML_GROUP_M * tiles_n), first = band * OPTIML_GROUP_M;
+        const int rows = min(tiles_m - first, OPTIML_GROUP_M), in_band = t % (OPTIML_GROUP_M * tiles_n);
+        m0 = (first + in_band % rows) * BM;
+        n0 = (in_band / rows) * BN;
+    };
+    unsigned long long* const full = reinterpret_cast<unsigned long long*>(tiles_at + STAGES * STAGE_BYTES);
+    unsigned long long* const empty = full + STAGES;
+    int* const tile_of = reinterpret_cast<int*>(empty + STAGES);          // the tile a stage holds (-1: no more)
+    int* const shared_word = tile_of + STAGES;                             // the producer's broadcasts
+    unsigned char* const maps = tiles_at + STAGES * STAGE_BYTES + 512;     // two tensor maps, 128-aligned
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            optiml_mbar_init(&full[s], 1);
+            optiml_mbar_init(&empty[s], WGS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == WGS) {                         // the producer warpgroup
+        // TMA's conditions: rows contiguous, their stride and the base 16-byte multiples
+        const long long a_ld = OPTIML_A_ALONG_M ? &OPTIML_A(0, 1) - &OPTIML_A(0, 0) : &OPTIML_A(1, 0) - &OPTIML_A(0, 0);
+        const long long b_ld = OPTIML_B_ALONG_K ? &OPTIML_B(0, 1) - &OPTIML_B(0, 0) : &OPTIML_B(1, 0) - &OPTIML_B(0, 0);
+        const bool a_unit = (OPTIML_A_ALONG_M ? &OPTIML_A(1, 0) - &OPTIML_A(0, 0) : &OPTIML_A(0, 1) - &OPTIML_A(0, 0)) == 1;
+        const bool b_unit = (OPTIML_B_ALONG_K ? &OPTIML_B(1, 0) - &OPTIML_B(0, 0) : &OPTIML_B(0, 1) - &OPTIML_B(0, 0)) == 1;
+        bool a_tma = a_unit && Mx > 0 && Kx > 0 && a_ld > 0 && (a_ld * 2) % 16 == 0
+                     && (reinterpret_cast<size_t>(&OPTIML_A(0, 0)) & 15) == 0;
+        bool b_tma = b_unit && Nx > 0 && Kx > 0 && b_ld > 0 && (b_ld * 2) % 16 == 0
+                     && (reinterpret_cast<size_t>(&OPTIML_B(0, 0)) & 15) == 0;
+        unsigned char* gmaps = nullptr;
+        int tile = 0;
+        if (lt < 32) {
+            if (lane == 0) tile = static_cast<int>(atomicAdd(&optiml_tma_tiles_taken, 1u));
+            tile = __shfl_sync(0xffffffffu, tile, 0);
+            unsigned slot = optiml_tma_slot_count;
+            if (tile < tiles && (a_tma || b_tma)) {
+                if (lane == 0) slot = atomicAdd(&optiml_tma_slots_taken, 1u);
+                slot = __shfl_sync(0xffffffffu, slot, 0);
+            }
+            if (slot < optiml_tma_slot_count) {
+                gmaps = optiml_tma_maps[slot];
+                if (a_tma)
+                    optiml_tma_map(maps, gmaps, &OPTIML_A(0, 0), OPTIML_A_ALONG_M ? Mx : Kx, OPTIML_A_ALONG_M ? Kx : Mx,
+                                   a_ld * 2, 64, OPTIML_A_ALONG_M ? 64 : BM, lane);
+                if (b_tma)
+                    optiml_tma_map(maps + 128, gmaps + 128, &OPTIML_B(0, 0), OPTIML_B_ALONG_K ? Kx : Nx,
+                                   OPTIML_B_ALONG_K ? Nx : Kx, b_ld * 2, 64, OPTIML_B_ALONG_K ? BN : 64, lane);
+            } else {
+                a_tma = b_tma = false;
+            }
+            if (lane == 0) shared_word[0] = tile, shared_word[1] = a_tma | (b_tma << 1);
+        }
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+        tile = shared_word[0];                // warp 0's tile and choice, for the whole warpgroup
+        a_tma = shared_word[1] & 1;
+        b_tma = shared_word[1] & 2;
+        const bool both = a_tma && b_tma;
+        // with both operands by TMA one thread does all; else the warpgroup loads the others' pieces
+        if (!both || lt == 0) {
+            int s = 0;
+            unsigned phase = 0;
+            for (;;) {
+                const bool has = tile < tiles;
+                if (has) origin(tile);
+                for (int kb = 0; kb < (has ? max(kblocks, 1) : 1); kb++) {
+                    optiml_mbar_wait(&empty[s], phase ^ 1);
+                    if (lt == 0) tile_of[s] = has ? tile : -1;
+                    if (!has) {
+                        if (lt == 0) optiml_mbar_arrive(&full[s]);
+                        break;
+                    }
+                    unsigned char* a = tiles_at + s * STAGE_BYTES;
+                    unsigned char* b = a + A_BYTES;
+                    const int k0 = kb * BK;
+                    if (lt == 0 && (a_tma || b_tma)) {
+                        optiml_mbar_expect(&full[s], (a_tma ? A_BYTES : 0) + (b_tma ? B_BYTES : 0));
+                        if (a_tma) {
+#if OPTIML_A_ALONG_M
+#pragma unroll
+                            for (int j = 0; j < BM / 64; j++) optiml_tma_load(a + j * ATOM, gmaps, m0 + j * 64, k0, &full[s]);
+#else
+                            optiml_tma_load(a, gmaps, k0, m0, &full[s]);
+#endif
+                        }
+                        if (b_tma) {
+#if OPTIML_B_ALONG_K
+                            optiml_tma_load(b, gmaps + 128, k0, n0, &full[s]);
+#else
+#pragma unroll
+                            for (int j = 0; j < BN / 64; j++) optiml_tma_load(b + j * ATOM, gmaps + 128, n0 + j * 64, k0, &full[s]);
+#endif
+                        }
+                    }
+                    if (!both) {
+                        if (!a_tma) load_edge_a(a, k0);
+                        if (!b_tma) load_edge_b(b, k0);
+                        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+                        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // seen by wgmma
+                        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                    }
+                    if (lt == 0) optiml_mbar_arrive(&full[s]);
+                    if (++s == STAGES) s = 0, phase ^= 1;
+                }
+                if (!has) break;
+                int next = 0;
+                if (lt == 0) next = static_cast<int>(atomicAdd(&optiml_tma_tiles_taken, 1u));
+                if (!both) {
+                    if (lt == 0) shared_word[0] = next;
+                    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                    next = shared_word[0];
+                    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                }
+                tile = next;
+            }
+            if (lt == 0) {                   // the last block to end resets the counters for the next launch
+                __threadfence();
+                const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+                if (atomicAdd(&optiml_tma_blocks_done, 1u) == blocks - 1) {
+                    atomicExch(&optiml_tma_tiles_taken, 0u);
+                    atomicExch(&optiml_tma_slots_taken, 0u);
+                    atomicExch(&optiml_tma_blocks_done, 0u);
+                }
+            }
+        }
+    } else {                                 // a consumer warpgroup
+        int s = 0;
+        unsigned phase = 0;
+        for (;;) {
+            optiml_mbar_wait(&full[s], phase);
+            const int tile = tile_of[s];
+            if (tile < 0) break;
+            origin(tile);
+#pragma unroll
+            for (int i = 0; i < MW; i++)
+#pragma unroll
+                for (int j = 0; j < BN / 2; j++) acc[i][j] = 0.0f;
+            int prev = -1;
+            for (int kb = 0; kb < max(kblocks, 1); kb++) {
+                if (kb > 0) optiml_mbar_wait(&full[s], phase);
+                multiply(acc, s);
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");    // the stage before is read
+                if (prev >= 0 && tid % 128 == 0) optiml_mbar_arrive(&empty[prev]);
+                prev = s;
+                if (++s == STAGES) s = 0, phase ^= 1;
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (tid % 128 == 0) optiml_mbar_arrive(&empty[prev]);
+            store(acc);
+        }
+    }
+#else
+    // the blocks in bands of GROUP_M tile rows, each band column by column: neighbours in time share
+    // their tiles of A and B in L2
+    const int optiml_grid_n = gridDim.x, optiml_grid_m = gridDim.y, optiml_bid = blockIdx.y * optiml_grid_n + blockIdx.x;
+    const int optiml_band = optiml_bid / (OPTIML_GROUP_M * optiml_grid_n), optiml_first = optiml_band * OPTIML_GROUP_M;
+    const int optiml_rows = min(optiml_grid_m - optiml_first, OPTIML_GROUP_M), optiml_in_band = optiml_bid % (OPTIML_GROUP_M * optiml_grid_n);
+    m0 = (optiml_first + optiml_in_band % optiml_rows) * BM;
+    n0 = (optiml_in_band / optiml_rows) * BN;
     // A tile wholly inside the matrix: a thread's pieces lie a fixed step apart, in the source and in the
     // swizzled tile (a multiple of 8 rows, so the swizzle repeats): one address of each, an add a piece
 #if OPTIML_A_ALONG_M     // M-major: rows of one k, in blocks of 64 m's
@@ -252,15 +547,10 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
             load_edge_b(b, k0);
         }
     };
-    float acc[MW][BN / 2];
 #pragma unroll
     for (int i = 0; i < MW; i++)
 #pragma unroll
         for (int j = 0; j < BN / 2; j++) acc[i][j] = 0.0f;
-
-    // the matrix descriptors of stage 0 (A's at this warpgroup's first 64-row tile)
-    const unsigned long long desc_a = optiml_wg_desc(tiles_at + wg * MW * (TA ? ATOM : 64 * 128), TA ? ATOM : 16, 1024);
-    const unsigned long long desc_b = optiml_wg_desc(tiles_at + A_BYTES, TB ? ATOM : 16, 1024);
     // tile t is multiplied while tile t - 1's wgmmas drain and tiles t + 1 .. t + STAGES - 2 are copied
     const int tiles = (Kx + BK - 1) / BK;
 #pragma unroll
@@ -274,37 +564,11 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
         __syncthreads();           // tile t is in; every warpgroup is done with tile t - 2: its stage is free
         if (t + STAGES - 2 < tiles) load((t + STAGES - 2) % STAGES, (t + STAGES - 2) * BK);
         asm volatile("cp.async.commit_group;\n" ::);
-        // the descriptors of this stage: the start address field moves by the byte offset / 16
-        const unsigned stage = static_cast<unsigned>((t % STAGES) * STAGE_BYTES) >> 4;
-        const unsigned long long da0 = desc_a + stage, db0 = desc_b + stage;
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int i = 0; i < MW; i++) {
-#pragma unroll
-            for (int ks = 0; ks < BK / 16; ks++) {
-                const unsigned long long da = da0 + ((TA ? i * ATOM + ks * 16 * 128 : i * 64 * 128 + ks * 32) >> 4);
-                const unsigned long long db = db0 + ((TB ? ks * 16 * 128 : ks * 32) >> 4);
-                if constexpr (BN == 256) optiml_wgmma_n256<TA, TB, OPTIML_BF16>(acc[i], da, db);
-                else optiml_wgmma_n128<TA, TB, OPTIML_BF16>(acc[i], da, db);
-            }
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        multiply(acc, t % STAGES);
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");    // tile t - 1's are done
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     asm volatile("cp.async.wait_group 0;\n" ::);
-    // each warp of a warpgroup holds 16 rows of a 64-row tile: per 8 columns, 2 rows x 2 columns a lane
-#pragma unroll
-    for (int i = 0; i < MW; i++)
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int gm = m0 + (wg * MW + i) * 64 + warp * 16 + lane / 4 + (q / 2) * 8;
-                const int gn = n0 + j * 8 + (lane % 4) * 2 + q % 2;
-                if (gm < Mx && gn < Nx) {
-                    const float optiml_acc = acc[i][j * 4 + q];
-                    OPTIML_C(gm, gn) = OPTIML_EPILOGUE(optiml_acc, gm, gn);
-                }
-            }
+    store(acc);
+#endif
 }
