@@ -585,3 +585,23 @@ def test_a_kernel_no_reader_takes_is_refused_with_a_reason():
     odd = ("__global__ void k(const float* x, float* y, int n) {\n    for (int i = 1; i < n; i++) y[i] = y[i - 1] + x[i];\n}\n")
     made, why = template_transforms(odd, "k", spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",)))
     assert made == [] and why and why.startswith("not templated:"), why
+
+
+def test_a_users_argument_named_like_a_member_leaves_member_accesses_alone(tmp_path):
+    """The template's locals named like the user's arguments are renamed, but not ``threadIdx.x`` or a
+    struct's ``.x`` when the user's input is called ``x`` (an nn.Linear's): the instantiation compiles."""
+    from pathlib import Path
+
+    from optiml.spec.load import load_spec
+    kernel = Path(__file__).resolve().parents[1] / "bench" / "templates" / "operations" / "linear_gelu_half.cu"
+    src = kernel.read_text()
+    spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
+    ts, why = template_transforms(src, spec.entry, spec, arch="sm_90")
+    assert why is None and [t.edit.split(" (")[0] for t in ts][:2] == ["template gemm_f16_wgmma_tma", "template gemm_f16_wgmma"]
+    for t in ts[:2]:
+        assert "threadIdx.x" in t.source and "optiml_local_x" in t.source and ".optiml_local_x" not in t.source
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    for i, t in enumerate(ts[:2]):
+        r = build(tmp_path, t.source, f"gelu{i}", t.flags)
+        assert r.returncode == 0, r.stderr[-600:]

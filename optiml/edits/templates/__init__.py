@@ -453,7 +453,11 @@ def unshadowed(body: str, names: set[str]) -> str:
     clash = names & _declared(body)
     if not clash:
         return body
-    return _TOKENS.sub(lambda m: f"optiml_local_{m.group(0)}" if m.group(0) in clash else m.group(0), body)
+    def rename(m: re.Match) -> str:
+        name = m.group(0)
+        member = body[max(0, m.start() - 16):m.start()].rstrip().endswith((".", "->"))   # threadIdx.x: not the user's x
+        return f"optiml_local_{name}" if name in clash and not member else name
+    return _TOKENS.sub(rename, body)
 
 
 def instantiate_gemm(source: str, g: Gemm, values: dict | None = None, template: str = "gemm_f32_warp") -> str:
