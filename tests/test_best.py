@@ -27,3 +27,13 @@ def test_among_equal_edits_in_the_band_the_faster_wins_not_the_older():
     assert choose_best([newer_faster, older_slower]).key == "b"
     same_time = [Ranked("c", 1.0, 0.01, 1, 5), Ranked("d", 1.0, 0.01, 1, 3)]
     assert choose_best(same_time).key == "d"                   # a true tie: the older
+
+
+def test_the_band_of_the_final_timing_holds_only_timed_candidates():
+    """What optimize's final step times against each other: nothing when nothing was timed; an
+    untimed or zero median (a failed or never-timed candidate) is never in it."""
+    from optiml.best import in_band
+    assert in_band([]) == [] and in_band([Ranked("x", None, 0.01, 1, 1)]) == []
+    got = in_band([Ranked("none", None, None, 1, 1), Ranked("zero", 0.0, 0.01, 1, 2), Ranked("neg", -1.0, 0.01, 1, 3),
+                   Ranked("slow", 1.5, 0.01, 1, 4), Ranked("a", 1.0, 0.01, 2, 5), Ranked("b", 1.015, 0.01, 1, 6)])
+    assert [c.key for c in got] == ["a", "b"]

@@ -93,3 +93,10 @@ def test_require_gpu_names_the_missing_pycuda(fake_smi, monkeypatch):
     assert not gpu_available()
     with pytest.raises(UserError, match=r"pycuda is not installed; install the gpu extra"):
         require_gpu("optimize")
+
+
+def test_the_architecture_is_gpu_0s(fake_smi):
+    """A host whose GPUs differ: nvcc builds for GPU 0, the one nvidia-smi lists first."""
+    from optiml.build import detect_arch
+    fake_smi.write_text(FAKE_SMI.replace('echo "9.0"; echo "9.0"', 'echo "8.0"; echo "9.0"'))
+    assert detect_arch() == "sm_80"

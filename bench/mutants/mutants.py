@@ -457,7 +457,8 @@ def copy_repo(src: Path, dst: Path) -> None:
 
 
 def pytest(copy: Path, tests, timeout: float) -> tuple[str, float, str]:
-    """(outcome, seconds, output tail): 'passed', 'failed', 'timeout' or 'error' (nothing collected)."""
+    """(outcome, seconds, output tail): 'passed', 'failed' (a test failed, or pytest stopped on an
+    error the code raised while collecting or in a hook), 'timeout' or 'error' (nothing collected)."""
     env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     t0 = time.monotonic()
@@ -466,7 +467,7 @@ def pytest(copy: Path, tests, timeout: float) -> tuple[str, float, str]:
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - t0, ""
     tail = (p.stdout + p.stderr)[-1500:]
-    outcome = {0: "passed", 1: "failed"}.get(p.returncode, "error")
+    outcome = {0: "passed", 1: "failed", 2: "failed", 3: "failed"}.get(p.returncode, "error")
     return outcome, time.monotonic() - t0, tail
 
 
