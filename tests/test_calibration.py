@@ -142,6 +142,22 @@ def test_microbenchmarks_build(tmp_path, arch):
     assert result.resources[result.symbols["mma_f16"]].registers >= 16      # the mma loop is there, not removed
 
 
+def test_hopper_builds_hold_the_wgmma_loop(tmp_path):
+    """On sm_90 the microbenchmarks are built for sm_90a, where the wgmma loop (the dense fp16/bf16 peak
+    mma.sync does not reach there) has its 128 accumulators; elsewhere its kernels are empty."""
+    from optiml.verify import calibrate
+
+    from optiml.build import NvccBuilder
+
+    assert calibrate.cubin_for("sm_90", tmp_path / "h").exists()
+    for arch, least in (("sm_90a", 128), ("sm_80", 0)):
+        r = NvccBuilder(arch, cache_dir=tmp_path / arch).build(calibrate.SOURCE.read_text(), calibrate.NVCC_FLAGS,
+                                                               name="calibrate.cu")
+        assert r.ok, r.log
+        regs = r.resources[r.symbols["wgmma_f16"]].registers
+        assert (regs >= least) if least else regs < 32, (arch, regs)
+
+
 # ------------------------------------------------------------------ the figures in every result
 
 FINAL = {"status": "ok", "speedup": 2.0, "seed_ms": 4.0, "best_ms": 2.0, "best_edits": ["BLOCK 16 -> 32"],

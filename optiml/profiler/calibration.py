@@ -31,8 +31,8 @@ FIGURES = {
     "dram_gbps": "DRAM copy bandwidth (GB/s, bytes read + written)",
     "l2_gbps": "L2 read bandwidth (GB/s)",
     "fp32_gflops": "FP32 FMA throughput (GFLOP/s)",
-    "fp16_tensor_gflops": "fp16 tensor-core throughput, mma.sync, fp32 accumulate (GFLOP/s)",
-    "bf16_tensor_gflops": "bf16 tensor-core throughput, mma.sync, fp32 accumulate (GFLOP/s)",
+    "fp16_tensor_gflops": "fp16 tensor-core throughput, fp32 accumulate: mma.sync, or wgmma where faster (Hopper) (GFLOP/s)",
+    "bf16_tensor_gflops": "bf16 tensor-core throughput, fp32 accumulate: mma.sync, or wgmma where faster (Hopper) (GFLOP/s)",
     "tf32_tensor_gflops": "TF32 tensor-core throughput, mma.sync (GFLOP/s)",
 }
 REQUIRED = ("dram_gbps", "fp32_gflops")
@@ -281,8 +281,8 @@ def physical_bound_ms(flops: float | None, nbytes: float | None, peaks: DevicePe
 # --------------------------------------------------------------------------- text
 
 _LINES = (("dram_gbps", "DRAM copy bandwidth", "GB/s", 1.0), ("l2_gbps", "L2 read bandwidth", "GB/s", 1.0),
-          ("fp32_gflops", "FP32 FMA", "TFLOP/s", 1e-3), ("fp16_tensor_gflops", "fp16 tensor (mma.sync)", "TFLOP/s", 1e-3),
-          ("bf16_tensor_gflops", "bf16 tensor (mma.sync)", "TFLOP/s", 1e-3),
+          ("fp32_gflops", "FP32 FMA", "TFLOP/s", 1e-3), ("fp16_tensor_gflops", "fp16 tensor (mma.sync or wgmma)", "TFLOP/s", 1e-3),
+          ("bf16_tensor_gflops", "bf16 tensor (mma.sync or wgmma)", "TFLOP/s", 1e-3),
           ("tf32_tensor_gflops", "TF32 tensor (mma.sync)", "TFLOP/s", 1e-3))
 
 
