@@ -49,3 +49,15 @@ def test_two_launch_comments_are_refused():
     src = "// optiml:launch {block = [1]}\n// optiml:launch {block = [2]}\n__global__ void k(float* x) {}\n"
     with pytest.raises(SpecError, match="only one"):
         parse_source(src)
+
+
+def test_a_block_index_variable_is_read_as_one_block_a_row():
+    """`int row = blockIdx.x;` (what `optiml init` drafts one block a row from); a thread index, a
+    lane or a sum are not block indices."""
+    from optiml.source import index_facts
+    src = ("__global__ void k(const float* x, float* y, int n) {\n"
+           "    int row = blockIdx.x;\n    int tid = threadIdx.x;\n    int half = n / 2;\n"
+           "    int i = blockIdx.y * 32 + threadIdx.y;\n"
+           "    if (tid < n) y[row * n + tid] = x[row * n + tid] + half + i;\n}\n")
+    facts = index_facts(src, "k")
+    assert facts.block_index == {"row": "x"} and facts.thread_index == {"i": ("y", "32")}
