@@ -288,9 +288,14 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
             return None, "not a GEMM: the loop over k is not `k < K`"
         kname = ck.group(1)
     acc_re = rf"(?<![\w.]){re.escape(acc)}(?![\w\[])"
-    # the store after the loop: Z[row * N + col] = EPI(acc)
-    store = None
-    for n in _walk(body):
+    # the store after the loop: Z[row * N + col] = EPI(acc), the accumulator reaching it through locals
+    # (float v = acc * s; ...) or changed on the way (acc += bias[col];)
+    store = folded_store(loop, pointers, acc_re, acc)
+    changed = any(n.type in ("assignment_expression", "update_expression") and n.start_byte > loop.end_byte
+                  and re.fullmatch(acc_re, _t(n.child_by_field_name("left") or n.child_by_field_name("argument")
+                                              or n).strip("+- "))
+                  for n in _walk(body))
+    for n in (() if store is not None or changed else _walk(body)):     # a store among statements not folded
         if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "=" and \
                 n.start_byte > loop.end_byte:
             left = n.child_by_field_name("left")
@@ -298,8 +303,8 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
                 arr = _t(left.child_by_field_name("argument"))
                 if arr in pointers and re.search(acc_re, _t(n.child_by_field_name("right"))):
                     store = (arr, _t(left.child_by_field_name("indices")).strip()[1:-1], _t(n.child_by_field_name("right")))
-    if store is None:                # the accumulator reaching the store through locals (float v = acc * s; ...)
-        store = folded_store(loop, pointers, acc_re)
+    if store is None and changed:
+        return None, f"not a GEMM: {acc} changes after the loop in statements optiml does not fold into one store"
     if store is None:
         return None, "not a GEMM: no store of the accumulator after the loop"
     z, ez, epi = store

@@ -8,7 +8,7 @@ First kernels often finish an output in steps::
     C[row * N + col] = v;
 
 :func:`folded_store` reads the statements that follow the loop in its block, in order, keeping
-each local's value as an expression (declarations, ``=`` and compound assignments), an ``if``
+each local's value (the accumulator's too) as an expression (declarations, ``=`` and compound assignments), an ``if``
 (with or without ``else``) as ``?:`` on the locals its branches change, and returns the one store
 into an array whose value then mentions the accumulator: ``C[row * N + col] =
 ((acc * multiplier) < 0.f) ? ((acc * multiplier) * negative_slope) : (acc * multiplier)``. Anything
@@ -33,7 +33,7 @@ def _subst(text: str, env: dict[str, str]) -> str:
         return text
     names = sorted(env, key=len, reverse=True)
     pat = re.compile(r"(?<![\w.>])(" + "|".join(map(re.escape, names)) + r")(?![\w\[(])")
-    return pat.sub(lambda m: f"({env[m.group(1)]})", text)
+    return pat.sub(lambda m: m.group(1) if env[m.group(1)] == m.group(1) else f"({env[m.group(1)]})", text)
 
 
 def _statements(node):
@@ -94,15 +94,16 @@ def _fail(op: str):
     raise _NotFolded(f"the operator {op}")
 
 
-def folded_store(loop, pointers: set[str], acc_re: str) -> tuple[str, str, str] | None:
+def folded_store(loop, pointers: set[str], acc_re: str, acc: str | None = None) -> tuple[str, str, str] | None:
     """(array, index, value) of the one store after ``loop`` (a for statement) in its block whose
     value, the locals written as their expressions, uses the accumulator; None where the statements
-    there are not all foldable or no such store is found."""
+    there are not all foldable or no such store is found. The accumulator ``acc`` itself is one of
+    those locals: ``sum += bias[col];`` after the loop is part of the epilogue."""
     parent = loop.parent
     if parent is None or parent.type != "compound_statement":
         return None
     after = [c for c in parent.named_children if c.start_byte >= loop.end_byte]
-    env: dict[str, str] = {}
+    env: dict[str, str] = {acc: acc} if acc else {}
     stores: list = []
     try:
         _run(after, env, pointers, stores, False)
