@@ -98,18 +98,27 @@ def _col(row: str, byte_offset: int) -> int:
 
 def tests_of(module: Path, repo: Path) -> tuple[str, ...]:
     """The test files that import ``module`` (its dotted name, or its name from its package),
-    then (for a subpackage's module, or where none does) those that import its package: the
-    module's own first, as pytest -x stops at the first failure."""
+    then (for a subpackage's module, or where none does) those that import its package; in each
+    group those named after the module, then after its package, first: the closest tests run
+    first, as pytest -x stops at the first failure."""
     rel = module.relative_to(repo).with_suffix("")
     dotted = ".".join(rel.parts)
     pkg, name = ".".join(rel.parts[:-1]), rel.parts[-1]
     own = re.compile(rf"\b{re.escape(dotted)}\b|from {re.escape(pkg)} import [^\n]*\b{re.escape(name)}\b")
     package = re.compile(rf"\b{re.escape(pkg)}\b")
     files = sorted((repo / "tests").glob("test_*.py"))
-    mine = [f for f in files if own.search(f.read_text(errors="ignore"))]
+    close = lambda f: _closeness(f.name, rel)       # noqa: E731
+    mine = sorted((f for f in files if own.search(f.read_text(errors="ignore"))), key=close)
     if not mine or pkg != "optiml":    # a subpackage's module is often reached through the subpackage
-        mine += [f for f in files if f not in mine and package.search(f.read_text(errors="ignore"))]
+        mine += sorted((f for f in files if f not in mine and package.search(f.read_text(errors="ignore"))), key=close)
     return tuple(str(f.relative_to(repo)) for f in mine)
+
+
+def _closeness(test_file: str, rel: Path) -> tuple[int, str]:
+    """Test files named after the module first (test_store*.py), then after its package
+    (test_traces*.py), then the rest, each group by name."""
+    name, stage = rel.parts[-1], rel.parts[-2] if len(rel.parts) > 2 else rel.parts[-1]
+    return (0 if name in test_file else 1 if stage in test_file else 2), test_file
 
 
 def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> list[tuple[str, str, str, tuple[str, ...]]]:
