@@ -194,3 +194,12 @@ def test_the_register_rule_counts_whole_warps_in_units_of_256():
     assert register_problem(66, at(992, 1, 1)) is not None               # 31 x 2304 (66 x 32 = 2112 rounds up)
     assert register_problem(255, at(256, 1, 1)) is None and register_problem(255, at(257, 1, 1)) is not None
     assert register_problem(0, at(1024, 1, 1)) is None                   # unknown: the GPU will say
+
+
+def test_an_evaluation_records_its_wall_time_and_its_wait_for_the_gpu(tmp_path):
+    """The stored stage times: the build, the wait for a GPU worker, and the whole evaluation's
+    wall time (at least the build); a CPU stage has no wait of its own recorded."""
+    ev, harness = make(tmp_path)
+    r = ev.evaluate(Candidate(KERNEL))
+    assert {"parse", "build", "gpu_queue", "gpu"} <= set(r.stage_s) and "build_queue" not in r.stage_s
+    assert r.wall_s >= r.stage_s["build"] > 0
