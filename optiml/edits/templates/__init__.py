@@ -72,7 +72,7 @@ _WGMMA_RESTRICTIONS = (
 )
 _WGMMA_TMA_RESTRICTIONS = (
     "OPTIML_MW * OPTIML_BN // 2 <= 128",                                      # accumulators a thread
-    "OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 2048 <= 232448",
+    "OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 2048 + OPTIML_WGS * 8448 <= 232448",
 )
 _MMA_THREADS = "32 * OPTIML_WARPS_M * OPTIML_WARPS_N"
 _TF32_RESTRICTIONS = (
@@ -136,7 +136,7 @@ GEMM_TEMPLATES = (
                  "the resident blocks take tiles from a shared counter in bands of GROUP_M tile rows", 1.4,
                  tile_m="(64 * OPTIML_MW * OPTIML_WGS)", threads="128 * (OPTIML_WGS + 1)",
                  restrictions=_WGMMA_TMA_RESTRICTIONS,
-                 shared_mem="OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 2048",
+                 shared_mem="OPTIML_STAGES * (64 * OPTIML_MW * OPTIML_WGS + OPTIML_BN) * 128 + 2048 + OPTIML_WGS * 8448",
                  flags=("-arch=sm_90a",), archs=("sm_90", "sm_90a"), file="gemm_f16_wgmma", defines=(("OPTIML_WS", 1),)),
     GemmTemplate("gemm_f16_wgmma", ("float16", "bfloat16"),
                  {"OPTIML_BN": 256, "OPTIML_MW": 1, "OPTIML_WGS": 2, "OPTIML_STAGES": 4, "OPTIML_GROUP_M": 8},

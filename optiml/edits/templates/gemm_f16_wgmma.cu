@@ -212,7 +212,8 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
     static_assert(MW * BN / 2 <= 128, "gemm_f16_wgmma: at most 128 accumulators a thread (MW * BN / 2)");
     static_assert(WGS >= 1 && WGS <= 2 && STAGES >= 2 && STAGES <= 8, "gemm_f16_wgmma: 1 or 2 warpgroups, 2 to 8 stages");
     static_assert(OPTIML_WS || STAGES >= 3, "gemm_f16_wgmma: 3 stages at least without a producer warpgroup");
-    static_assert(STAGES * STAGE_BYTES + 1024 + 1024 * OPTIML_WS <= 227 * 1024, "gemm_f16_wgmma: the stages must fit 227 KiB of shared memory");
+    static_assert(STAGES * STAGE_BYTES + 1024 + OPTIML_WS * (1024 + WGS * 64 * 33 * 4) <= 227 * 1024,
+                  "gemm_f16_wgmma: the stages must fit 227 KiB of shared memory");
     extern __shared__ __align__(16) unsigned char optiml_smem[];
     const unsigned raw = static_cast<unsigned>(__cvta_generic_to_shared(optiml_smem));
     unsigned char* const tiles_at = optiml_smem + ((1024 - (raw & 1023)) & 1023);   // the swizzle's atoms: 1024-aligned
@@ -350,6 +351,44 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
     int* const tile_of = reinterpret_cast<int*>(empty + STAGES);          // the tile a stage holds (-1: no more)
     int* const shared_word = tile_of + STAGES;                             // the producer's broadcasts
     unsigned char* const maps = tiles_at + STAGES * STAGE_BYTES + 512;     // two tensor maps, 128-aligned
+    // each consumer warpgroup's staging of its results, 64 rows x 32 columns at a time (a column spare)
+    float* const staged = reinterpret_cast<float*>(tiles_at + STAGES * STAGE_BYTES + 1024) + wg * 64 * 33;
+    // the results through shared memory, 32 columns at a time: the fragments written as they lie, then
+    // read back a row's pairs at a time, so the epilogue is one small loop (its code, an erff say, once
+    // rather than unrolled over every accumulator) and the stores are coalesced
+    auto store_staged = [&](float (&acc)[MW][BN / 2]) {
+#pragma unroll
+        for (int i = 0; i < MW; i++)
+#pragma unroll
+            for (int c = 0; c < BN / 32; c++) {
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        float* row = staged + (warp * 16 + lane / 4 + h * 8) * 33 + jj * 8 + (lane % 4) * 2;
+                        row[0] = acc[i][(c * 4 + jj) * 4 + h * 2];
+                        row[1] = acc[i][(c * 4 + jj) * 4 + h * 2 + 1];
+                    }
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+#pragma unroll 2
+                for (int k = 0; k < 8; k++) {
+                    const int p = tid % 128 + k * 128, r = p / 16, col = (p % 16) * 2;
+                    const int gm = m0 + (wg * MW + i) * 64 + r, gn = n0 + c * 32 + col;
+                    const float optiml_acc0 = staged[r * 33 + col], optiml_acc1 = staged[r * 33 + col + 1];
+                    if (gm >= Mx) continue;
+                    if (c_pair && gn + 1 < Nx) {
+                        optiml_pair<CT> v;
+                        v.x = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
+                        v.y = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
+                        *reinterpret_cast<optiml_pair<CT>*>(&OPTIML_C(gm, gn)) = v;
+                    } else {
+                        if (gn < Nx) OPTIML_C(gm, gn) = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
+                        if (gn + 1 < Nx) OPTIML_C(gm, gn + 1) = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
+                    }
+                }
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+            }
+    };
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
             optiml_mbar_init(&full[s], 1);
@@ -486,7 +525,7 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
             }
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             if (tid % 128 == 0) optiml_mbar_arrive(&empty[prev]);
-            store(acc);
+            store_staged(acc);
         }
     }
 #else
