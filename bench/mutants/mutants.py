@@ -230,6 +230,13 @@ MUTANTS: list[Mutant] = [
     M("templates", "optiml/edits/templates/epilogue.py", "if len(found) == 1 and len(stores) == 1 else None",
       "if found else None", EPILOGUE),
     M("templates", "optiml/edits/templates/epilogue.py", "c.start_byte >= loop.end_byte", "c.start_byte >= loop.start_byte", EPILOGUE),
+    M("templates", "optiml/edits/templates/epilogue.py", "    env: dict[str, str] = {acc: acc} if acc else {}",
+      "    env: dict[str, str] = {}", EPILOGUE),
+    M("templates", "optiml/edits/templates/__init__.py",
+      'return f"optiml_local_{name}" if name in clash and not member else name',
+      'return f"optiml_local_{name}" if name in clash else name', EPILOGUE),
+    M("profiler", "optiml/verify/calibrate.py", '    arch = "sm_90a" if arch == "sm_90" else arch ',
+      "    arch = arch ", ("tests/test_calibration.py",)),
     # -- behaviours a user sees: the best among equals, routing, reuse, widening, drafted grids and sizes, refusals
     M("best", "optiml/best.py", "key=lambda c: (c.edits, c.median_ms, c.order)) if band",
       "key=lambda c: (c.edits, c.order, c.median_ms)) if band", ("tests/test_best.py",)),
