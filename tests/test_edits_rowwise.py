@@ -658,3 +658,38 @@ def test_the_first_warp_shuffling_the_warps_partials_gives_the_reduced_value():
 def test_a_shared_scalar_written_by_another_lane_after_shfl_down_is_refused():
     op, why = recognize_rowwise(TWO_LEVEL_NORM.replace("WRITER", "1"), "k", ROWS)
     assert op is None and why is not None, why
+
+
+@pytest.mark.parametrize("name", ["softmax_kb", "layernorm_rows"])
+def test_the_cluster_form_spreads_a_row_over_a_cluster_and_compiles(tmp_path, name):
+    """row_cluster (row_reduce.cu.j2 with `cluster`): a row a cluster of CLUSTER blocks, the launch
+    CLUSTER blocks a row, each block a part of the row, the reductions through the cluster's shared
+    memory, only rank 0 storing a row's one value; it compiles for sm_90 at its start and at points
+    across its space (the host emulation has no clusters: the GPU verifies what it computes). It is not
+    offered for a layout by default; the plain row_reduce of the same kernel has no cluster code."""
+    folder = "operations"
+    k = Path(__file__).resolve().parents[1] / "bench" / "templates" / folder / f"{name}.cu"
+    from optiml.spec.load import load_spec
+    src = k.read_text()
+    spec = load_spec(k.with_suffix(".toml"), k, kernel_source=src)
+    op, why = recognize_rowwise(src, spec.entry, spec)
+    assert op is not None, why
+    t = next(t for t in ROW_TEMPLATES if t.name == "row_cluster")
+    start = t.start_for(op)
+    assert start["OPTIML_ROWS"] == 1 and start["OPTIML_CLUSTER"] in (2, 4, 8) and start in t.points()
+    out = instantiate_rowwise(src, op, start, "row_cluster")
+    assert "__cluster_dims__(OPTIML_CLUSTER, 1, 1)" in out and "optiml_cluster_allreduce" in out
+    assert parse_source(out).launch.grid == (f"({op.o_size}) * OPTIML_CLUSTER",)
+    plain = instantiate_rowwise(src, op)
+    assert not any(w in plain for w in ("__cluster_dims__", "optiml_cluster_allreduce", "optiml_rank"))
+    assert "row_cluster" not in [x.name for x in ROW_TEMPLATES if not x.cluster]
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.test_edits_templates import build
+    points = [start] + t.points()[::29]           # each alone: the kernel's own helpers would clash in one file
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda ip: build(tmp_path, instantiate_rowwise(src, op, ip[1], "row_cluster"), f"c{ip[0]}",
+                                              ("-arch=sm_90",)), enumerate(points)))
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-400:] for r in runs if r.returncode][:1]

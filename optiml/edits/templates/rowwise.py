@@ -91,10 +91,20 @@ class RowTemplate(Spaced):
     threads: str
     grid: str                      # over {o}, {i} (spec size expressions)
     flags: tuple = ()
+    file: str = ""                 # its Jinja2 file's stem where not its name
+    cluster: bool = False          # a row over a thread-block cluster (sm_90): row_reduce.cu.j2's cluster form
 
     def start_for(self, op: RowOp) -> dict:
         """A starting point for the timing size: the row cached in registers when it fits in 64
         values a thread, wide loads where the size allows."""
+        if self.cluster:           # the fewest blocks whose registers hold the row, 1024 threads each
+            j = max(op.j_timing, 1)
+            vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
+            items = min(32, 64 // vec)
+            cluster = next((c for c in (2, 4, 8) if -(-j // c) <= 1024 * vec * items), 8)
+            items = min(items, 1 << math.ceil(math.log2(max(1, -(-j // (cluster * 1024 * vec))))))
+            return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": max(items, 4),
+                    "OPTIML_CLUSTER": cluster}
         if not self.strided:
             j = max(op.j_timing, 1)
             vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
@@ -131,6 +141,15 @@ ROW_TEMPLATES = (
                 "threads, its values kept in registers (ITEMS a thread) when they fit, partial results "
                 "combined through shared memory", 1.2,
                 threads="OPTIML_THREADS", grid="cdiv({i}, (OPTIML_THREADS / OPTIML_FS) * OPTIML_VEC) * ({o})"),
+    RowTemplate("row_cluster", False,
+                {"OPTIML_THREADS": [256, 512, 1024], "OPTIML_ROWS": [1], "OPTIML_VEC": [1, 2, 4, 8],
+                 "OPTIML_ITEMS": [4, 8, 16, 32], "OPTIML_CLUSTER": [2, 4, 8]},
+                ("OPTIML_VEC * OPTIML_ITEMS <= 64",),
+                "a row over a cluster of CLUSTER blocks (Hopper), each block its part of the row in registers "
+                "(ITEMS vectors of VEC elements a thread), each reduction over the block and then over the "
+                "cluster's blocks through distributed shared memory: a row read once however long, and few "
+                "rows still fill the GPU", 1.2,
+                threads="OPTIML_THREADS", grid="({o}) * OPTIML_CLUSTER", file="row_reduce", cluster=True),
 )
 
 
@@ -1065,11 +1084,11 @@ def instantiate_rowwise(source: str, op: RowOp, values: dict | None = None, temp
     """``source`` with its entry replaced by the row template (``template``, else the one for the
     op's layout) behind the same signature, its constants ``values`` (else the start for the timing
     size) and its launch line."""
-    t = next(x for x in ROW_TEMPLATES if (x.name == template if template else x.strided == op.strided))
+    t = next(x for x in ROW_TEMPLATES if (x.name == template if template else x.strided == op.strided and not x.cluster))
     root = _tree(source)
     fn, fdecl = _entry_def(root, op.entry)
     vals = dict(t.start_for(op), **(values or {}))
-    text = render(f"{t.name}.cu.j2", op=op, steps=op.steps, values=vals,
+    text = render(f"{t.file or t.name}.cu.j2", op=op, steps=op.steps, values=vals, cluster=t.cluster,
                   signature=f"{op.entry}{_t(fdecl.child_by_field_name('parameters'))}", combine=_combine,
                   same_type=op.x_type == op.y_type)
     launch = (f'// optiml:launch {{grid = ["{t.grid.format(o=op.o_size, i=op.i_size)}"], '
