@@ -311,6 +311,18 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
     const bool c_pair = (sizeof(CT) == 2 || sizeof(CT) == 4) && &OPTIML_C(0, 1) - &OPTIML_C(0, 0) == 1
                         && (&OPTIML_C(1, 0) - &OPTIML_C(0, 0)) % 2 == 0
                         && (reinterpret_cast<size_t>(&OPTIML_C(0, 0)) % (2 * sizeof(CT))) == 0;
+    // the outputs (gm, gn) and (gm, gn + 1) of two accumulators: one store where C allows it
+    auto store_two = [&](int gm, int gn, float optiml_acc0, float optiml_acc1) {
+        if (c_pair && gn + 1 < Nx) {
+            optiml_pair<CT> v;
+            v.x = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
+            v.y = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
+            *reinterpret_cast<optiml_pair<CT>*>(&OPTIML_C(gm, gn)) = v;
+        } else {
+            if (gn < Nx) OPTIML_C(gm, gn) = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
+            if (gn + 1 < Nx) OPTIML_C(gm, gn + 1) = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
+        }
+    };
     auto store = [&](float (&acc)[MW][BN / 2]) {
 #pragma unroll
         for (int i = 0; i < MW; i++)
@@ -322,15 +334,7 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
                     const int gn = n0 + j * 8 + (lane % 4) * 2;
                     if (gm >= Mx) continue;
                     const float optiml_acc0 = acc[i][j * 4 + h * 2], optiml_acc1 = acc[i][j * 4 + h * 2 + 1];
-                    if (c_pair && gn + 1 < Nx) {
-                        optiml_pair<CT> v;
-                        v.x = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
-                        v.y = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
-                        *reinterpret_cast<optiml_pair<CT>*>(&OPTIML_C(gm, gn)) = v;
-                    } else {
-                        if (gn < Nx) OPTIML_C(gm, gn) = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
-                        if (gn + 1 < Nx) OPTIML_C(gm, gn + 1) = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
-                    }
+                    store_two(gm, gn, optiml_acc0, optiml_acc1);
                 }
     };
     float acc[MW][BN / 2];
@@ -376,15 +380,7 @@ optiml_gemm_f16_wgmma(const __half* __restrict__ A, const __half* __restrict__ B
                     const int gm = m0 + (wg * MW + i) * 64 + r, gn = n0 + c * 32 + col;
                     const float optiml_acc0 = staged[r * 33 + col], optiml_acc1 = staged[r * 33 + col + 1];
                     if (gm >= Mx) continue;
-                    if (c_pair && gn + 1 < Nx) {
-                        optiml_pair<CT> v;
-                        v.x = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
-                        v.y = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
-                        *reinterpret_cast<optiml_pair<CT>*>(&OPTIML_C(gm, gn)) = v;
-                    } else {
-                        if (gn < Nx) OPTIML_C(gm, gn) = OPTIML_EPILOGUE(optiml_acc0, gm, gn);
-                        if (gn + 1 < Nx) OPTIML_C(gm, gn + 1) = OPTIML_EPILOGUE(optiml_acc1, gm, gn + 1);
-                    }
+                    store_two(gm, gn, optiml_acc0, optiml_acc1);
                 }
                 asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
             }
