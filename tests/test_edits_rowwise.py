@@ -688,7 +688,7 @@ def test_the_cluster_form_spreads_a_row_over_a_cluster_and_compiles(tmp_path, na
     from concurrent.futures import ThreadPoolExecutor
 
     from tests.test_edits_templates import build
-    points = [start] + t.points()[::29]           # each alone: the kernel's own helpers would clash in one file
+    points = [start, t.points()[-1]]              # each alone: the kernel's own helpers would clash in one file
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda ip: build(tmp_path, instantiate_rowwise(src, op, ip[1], "row_cluster"), f"c{ip[0]}",
                                               ("-arch=sm_90",)), enumerate(points)))
