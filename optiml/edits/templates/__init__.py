@@ -291,11 +291,11 @@ def recognize_gemm(source: str, entry: str, spec) -> tuple[Gemm | None, str | No
     # the store after the loop: Z[row * N + col] = EPI(acc), the accumulator reaching it through locals
     # (float v = acc * s; ...) or changed on the way (acc += bias[col];)
     store = folded_store(loop, pointers, acc_re, acc)
-    changed = any(n.type in ("assignment_expression", "update_expression") and n.start_byte > loop.end_byte
-                  and re.fullmatch(acc_re, _t(n.child_by_field_name("left") or n.child_by_field_name("argument")
-                                              or n).strip("+- "))
-                  for n in _walk(body))
-    for n in (() if store is not None or changed else _walk(body)):     # a store among statements not folded
+    changed = store is None and any(
+        n.type in ("assignment_expression", "update_expression") and n.start_byte > loop.end_byte
+        and re.fullmatch(acc_re, _t(n.child_by_field_name("left") or n.child_by_field_name("argument") or n).strip("+- "))
+        for n in _walk(body))
+    for n in (_walk(body) if store is None and not changed else ()):     # a store among statements not folded
         if n.type == "assignment_expression" and _t(n.child_by_field_name("operator")) == "=" and \
                 n.start_byte > loop.end_byte:
             left = n.child_by_field_name("left")
