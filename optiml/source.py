@@ -66,6 +66,19 @@ def _parser():
     return ts.Parser(ts.Language(tsc.language()))
 
 
+# kernel attributes tree-sitter-cuda does not know (a thread-block cluster's shape, a register cap):
+# parsed as a declaration that swallows the __global__ function after them
+_UNKNOWN_ATTRIBUTES = re.compile(r"\b(?:__cluster_dims__|__maxnreg__)\s*\([^()]*\)")
+
+
+def parse_tree(text: str):
+    """The tree-sitter tree of a CUDA source. Attributes the grammar does not know are read as
+    blanks of the same length, so that every byte offset is the source's own (a splice keeps them);
+    a node's text shows them blank."""
+    masked = _UNKNOWN_ATTRIBUTES.sub(lambda m: " " * len(m.group(0).encode("utf-8")), text)
+    return _parser().parse(masked.encode("utf-8"))
+
+
 def _text(node) -> str:
     return node.text.decode("utf-8", "replace")
 
@@ -337,7 +350,7 @@ def parse_source(text: str, entry: str = "") -> SourceInfo:
     integer template arguments that kernel gives are constants too where the file gives the name
     several values (cuda-samples' matrixMul: ``matrixMul<8, ...>``, ``<16, ...>`` and ``<32, ...>``
     in three entries, the launch's ``block_size`` that of the one launched)."""
-    tree = _parser().parse(text.encode("utf-8"))
+    tree = parse_tree(text)
     constants = _constants(tree.root_node)
     if entry and "template" in text:
         for name, sites in template_sites(tree.root_node, entry).items():
@@ -507,7 +520,7 @@ def _access(fn: _Fn, name: str, fns: dict, seen: frozenset = frozenset()) -> Acc
 def pointer_access(text: str, entry: str) -> dict[str, Access]:
     """For each pointer parameter of ``entry``: whether the kernel reads it, writes it, or both,
     following it into the functions of this source that it is passed to."""
-    fns = _functions(_parser().parse(text.encode("utf-8")).root_node)
+    fns = _functions(parse_tree(text).root_node)
     fn = fns.get(entry)
     if fn is None:
         return {}
@@ -587,7 +600,7 @@ def _facts_of(fn: _Fn, fns: dict, rename: dict[str, str], facts: IndexFacts, dep
 def index_facts(text: str, entry: str) -> IndexFacts:
     """Thread indices (``blockIdx.x * BLOCK + threadIdx.x``), bounds (``i < n``, loop limits) and
     the pointers' index expressions of ``entry`` and what it calls in this source."""
-    fns = _functions(_parser().parse(text.encode("utf-8")).root_node)
+    fns = _functions(parse_tree(text).root_node)
     facts = IndexFacts()
     fn = fns.get(entry)
     if fn is not None:

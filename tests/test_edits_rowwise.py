@@ -693,3 +693,26 @@ def test_the_cluster_form_spreads_a_row_over_a_cluster_and_compiles(tmp_path, na
         runs = list(pool.map(lambda ip: build(tmp_path, instantiate_rowwise(src, op, ip[1], "row_cluster"), f"c{ip[0]}",
                                               ("-arch=sm_90",)), enumerate(points)))
     assert all(r.returncode == 0 for r in runs), [r.stderr[-400:] for r in runs if r.returncode][:1]
+
+
+def test_the_cluster_form_is_offered_beside_the_row_template_on_hopper_where_a_block_cannot_hold_the_row():
+    """On sm_90 and later, rows longer than the plain template's start keeps in registers (KernelBench
+    23's 393216 floats) get row_cluster beside row_reduce, at a start that holds the row on chip with
+    no point past the registers; short rows (4096) and older GPUs get row_reduce alone."""
+    from optiml.edits.templates import template_transforms
+    from optiml.spec.load import load_spec
+    ops = Path(__file__).resolve().parents[1] / "bench" / "templates" / "operations"
+
+    def offered(name, arch):
+        k = ops / f"{name}.cu"
+        src = k.read_text()
+        spec = load_spec(k.with_suffix(".toml"), k, kernel_source=src)
+        return [t.edit for t in template_transforms(src, spec.entry, spec, arch=arch)[0]]
+
+    long_rows = offered("softmax_kb", "sm_90")
+    assert [e.split(" (")[0] for e in long_rows] == ["template row_reduce", "template row_cluster"]
+    assert "CLUSTER 8" in long_rows[1] and "THREADS 512" in long_rows[1] and "ITEMS 24" in long_rows[1], long_rows[1]
+    assert [e.split(" (")[0] for e in offered("softmax_kb", "sm_80")] == ["template row_reduce"]
+    assert [e.split(" (")[0] for e in offered("layernorm_rows", "sm_90")] == ["template row_reduce"]
+    t = next(t for t in ROW_TEMPLATES if t.name == "row_cluster")
+    assert all(p["OPTIML_THREADS"] * p["OPTIML_VEC"] * p["OPTIML_ITEMS"] <= 49152 for p in t.points())

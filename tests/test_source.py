@@ -61,3 +61,23 @@ def test_a_block_index_variable_is_read_as_one_block_a_row():
            "    if (tid < n) y[row * n + tid] = x[row * n + tid] + half + i;\n}\n")
     facts = index_facts(src, "k")
     assert facts.block_index == {"row": "x"} and facts.thread_index == {"i": ("y", "32")}
+
+
+def test_kernel_attributes_the_grammar_lacks_leave_the_kernel_and_its_offsets_whole():
+    """``__cluster_dims__`` and ``__maxnreg__`` (a cluster's shape, a register cap) are unknown to
+    tree-sitter-cuda, which read them as a declaration swallowing the kernel: the entry was "not a
+    __global__ function". They read as blanks of their length, so the kernel, its parameters and the
+    byte offsets an edit splices at are the source's own."""
+    from optiml.source import index_facts, parse_tree
+    src = ("__global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(512) a(const float *x, float *y, int n) "
+           "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+           "__global__ void __maxnreg__(64) b(float *z) { z[0] = 1; }\n"
+           "__cluster_dims__(2, 1, 1) __global__ void c(float *w) { w[0] = 2; }\n")
+    info = parse_source(src)
+    assert [k.name for k in info.kernels] == ["a", "b", "c"]
+    assert [p.name for p in info.kernels[0].params] == ["x", "y", "n"]
+    root = parse_tree(src).root_node
+    assert not root.has_error
+    body = next(n for n in root.children if n.type == "function_definition").child_by_field_name("body")
+    assert src.encode()[body.start_byte:body.end_byte].decode().startswith("{ int i = blockIdx.x")
+    assert index_facts(src, "a") is not None

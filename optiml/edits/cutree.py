@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..source import _parser, _walk, function_declarator
+from ..source import _walk, function_declarator, parse_tree
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Transform:
 
 # ----------------------------------------------------------------------------- tree helpers
 def _tree(source: str):
-    return _parser().parse(source.encode("utf-8")).root_node
+    return parse_tree(source).root_node
 
 
 def _flat(text: str) -> str:

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 from .. import expr as _expr
 from ..errors import ExprError, SpecError
 from ..expr import show
-from ..source import Site, _parser, _walk, template_sites  # noqa: F401 (re-exported)
+from ..source import Site, _walk, parse_tree, template_sites  # noqa: F401 (re-exported)
 
 RESERVED = ("restrictions",)
 # names that usually are a tunable quantity (a tile, a block dimension, work per thread)
@@ -143,7 +143,7 @@ def constant_sites(root) -> dict[str, Site]:
 def detected(source: str, entry: str) -> dict[str, tuple[int, str]]:
     """Integers of ``source`` that look like tunables: macros and constexprs named like one, and
     the template arguments the entry passes: name -> (value, kind)."""
-    root = _parser().parse(source.encode("utf-8")).root_node
+    root = parse_tree(source).root_node
     out = {n: (s.value, s.kind) for n, s in constant_sites(root).items() if TUNABLE_NAME.search(n) and s.value >= 1}
     for name, sites in template_sites(root, entry).items():
         if len({s.value for s in sites}) == 1 and sites[0].value >= 1:
@@ -162,7 +162,7 @@ def suggested_values(value: int) -> list[int]:
 
 def find_sites(source: str, entry: str, names: Iterable[str]) -> dict[str, list[Site]]:
     """For each name, the places its value is written (none: the name is not in the source)."""
-    root = _parser().parse(source.encode("utf-8")).root_node
+    root = parse_tree(source).root_node
     consts, templ = constant_sites(root), template_sites(root, entry)
     out = {}
     for name in names:

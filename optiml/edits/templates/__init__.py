@@ -538,13 +538,13 @@ def _template_transforms(source: str, entry: str, spec, arch: str | None, tf32: 
     elif g is None and why is not None and why_traced is not None:        # a GEMM neither reading templates
         why = f"{why}; and {why_traced.removeprefix('not templated: ')}"
     if g is None:
-        rows, why_rows = _rowwise_transforms(source, entry, spec)
+        rows, why_rows = _rowwise_transforms(source, entry, spec, arch)
         if rows:
             return rows, None
         flat, why_flat = ([], None) if why is not None else _flat_transforms(source, entry, spec)
         # the operation as the reference computes it (a reduction over a dimension, a norm, a map), where
         # the kernel's own reading failed or read a reduction as one element a thread
-        traced, why_rows_traced = _traced_transforms(source, entry, spec, beside=flat, trace=trace)
+        traced, why_rows_traced = _traced_transforms(source, entry, spec, beside=flat, trace=trace, arch=arch)
         if flat or traced:
             return flat + traced, None
         if why is not None:                  # a GEMM it could not template: say why (its loop nest per
@@ -589,15 +589,29 @@ def _unread(source: str, entry: str, why_traced: str | None = None) -> str:
             "reduction and map, an elementwise map, a full reduction) reads as this kernel's")
 
 
-def _rowwise_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
+def _rowwise_transforms(source: str, entry: str, spec, arch: str | None = None) -> tuple[list[Transform], str | None]:
     """The row-wise template for a kernel that reduces one dimension and maps the elements with the
     results (:mod:`.rowwise`), or ([], why not)."""
-    from .rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
+    from .rowwise import recognize_rowwise
     op, why = recognize_rowwise(source, entry, spec)
     if op is None:
         return [], why
-    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
-    return _offered(source, op, t, instantiate_rowwise, "program")
+    return _row_offers(source, op, arch, "program")
+
+
+def _row_offers(source: str, op, arch: str | None, what_runs: str) -> tuple[list[Transform], str | None]:
+    """The row template of ``op``'s layout; beside it, on a GPU with thread-block clusters (sm_90 and
+    later), the cluster form where the row is longer than one block's registers hold (rows the plain
+    template would read twice)."""
+    from .rowwise import ROW_TEMPLATES, instantiate_rowwise
+    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided and not t.cluster)
+    out, why = _offered(source, op, t, instantiate_rowwise, what_runs)
+    if out and not op.strided and arch is not None and _sm(arch) >= 90:
+        start = t.start_for(op)
+        if op.j_timing > start["OPTIML_THREADS"] * start["OPTIML_VEC"] * start["OPTIML_ITEMS"]:
+            c = next(c for c in ROW_TEMPLATES if c.cluster)
+            out += _offered(source, op, c, instantiate_rowwise, what_runs)[0]
+    return out, why
 
 
 def _flat_transforms(source: str, entry: str, spec) -> tuple[list[Transform], str | None]:
@@ -611,14 +625,15 @@ def _flat_transforms(source: str, entry: str, spec) -> tuple[list[Transform], st
     return _offered(source, op, t, instantiate_flat, "per-element code")
 
 
-def _traced_transforms(source: str, entry: str, spec, beside: list, trace=None) -> tuple[list[Transform], str | None]:
+def _traced_transforms(source: str, entry: str, spec, beside: list, trace=None,
+                       arch: str | None = None) -> tuple[list[Transform], str | None]:
     """The row-wise, reduction or elementwise template of the operation the spec's torch reference
     computes (:mod:`.traced_rows`), or ([], why not). ``beside`` is what the kernel's own reading
     offered: the reference's reading is added there only where it is a reduction over a dimension
     (a row template where the kernel's reading was a thread an output looping over the row).
     ``trace``: :func:`.traced.trace_once` of the reference, shared with the GEMM reading."""
     from .flat import FLAT_TEMPLATES, instantiate_flat
-    from .rowwise import ROW_TEMPLATES, RowOp, instantiate_rowwise
+    from .rowwise import RowOp
     from .traced_rows import read_reference
     op, why = read_reference(source, entry, spec, trace)
     if op is None:
@@ -626,8 +641,7 @@ def _traced_transforms(source: str, entry: str, spec, beside: list, trace=None) 
     if isinstance(op, RowOp):
         if beside and not op.reduced:
             return [], None
-        t = next(t for t in ROW_TEMPLATES if t.strided == op.strided)
-        return _offered(source, op, t, instantiate_rowwise, "operation, read from the reference,")
+        return _row_offers(source, op, arch, "operation, read from the reference,")
     if beside:
         return [], None
     t = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)

@@ -97,14 +97,17 @@ class RowTemplate(Spaced):
     def start_for(self, op: RowOp) -> dict:
         """A starting point for the timing size: the row cached in registers when it fits in 64
         values a thread, wide loads where the size allows."""
-        if self.cluster:           # the fewest blocks whose registers hold the row, 1024 threads each
+        if self.cluster:           # the fewest blocks whose registers hold the row, the tightest fit
             j = max(op.j_timing, 1)
             vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
-            items = min(32, 64 // vec)
-            cluster = next((c for c in (2, 4, 8) if -(-j // c) <= 1024 * vec * items), 8)
-            items = min(items, 1 << math.ceil(math.log2(max(1, -(-j // (cluster * 1024 * vec))))))
-            return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": max(items, 4),
-                    "OPTIML_CLUSTER": cluster}
+            fits = [p for p in self.points() if p["OPTIML_VEC"] == vec
+                    and -(-j // p["OPTIML_CLUSTER"]) <= p["OPTIML_THREADS"] * vec * p["OPTIML_ITEMS"]]
+            if fits:
+                # at a tie the fewer threads: more registers a thread beside its part (no spills)
+                return min(fits, key=lambda p: (p["OPTIML_CLUSTER"], p["OPTIML_THREADS"] * p["OPTIML_ITEMS"],
+                                                p["OPTIML_THREADS"]))
+            return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": 4,
+                    "OPTIML_CLUSTER": max(self.space["OPTIML_CLUSTER"])}     # streamed: the row read twice
         if not self.strided:
             j = max(op.j_timing, 1)
             vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
@@ -143,8 +146,10 @@ ROW_TEMPLATES = (
                 threads="OPTIML_THREADS", grid="cdiv({i}, (OPTIML_THREADS / OPTIML_FS) * OPTIML_VEC) * ({o})"),
     RowTemplate("row_cluster", False,
                 {"OPTIML_THREADS": [256, 512, 1024], "OPTIML_ROWS": [1], "OPTIML_VEC": [1, 2, 4, 8],
-                 "OPTIML_ITEMS": [4, 8, 16, 32], "OPTIML_CLUSTER": [2, 4, 8]},
-                ("OPTIML_VEC * OPTIML_ITEMS <= 64",),
+                 "OPTIML_ITEMS": [4, 8, 12, 16, 24, 32], "OPTIML_CLUSTER": [2, 4, 8]},
+                # a block's part of the row in at most 48 K of the SM's 64 K registers (no spills at 1024
+                # threads x 48 floats or 512 x 96), the rest for the indices and the reductions
+                ("OPTIML_VEC * OPTIML_ITEMS <= 96", "OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152"),
                 "a row over a cluster of CLUSTER blocks (Hopper), each block its part of the row in registers "
                 "(ITEMS vectors of VEC elements a thread), each reduction over the block and then over the "
                 "cluster's blocks through distributed shared memory: a row read once however long, and few "
