@@ -72,3 +72,56 @@ def test_a_modules_own_test_files_come_before_its_packages():
     own = [t for t in tests if name in (ROOT / t).read_text()]
     assert own and list(tests[:len(own)]) == own and len(tests) > len(own)
     assert "tests/test_mutants_generated.py" not in tests
+
+
+def _mutants_module():
+    import sys
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("mutants_tool", ROOT / "bench" / "mutants" / "mutants.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["mutants_tool"] = mod          # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypatch):
+    """--coverage: the tests recorded as running a mutant's lines go first, and a failure there is
+    the kill (the import-based selection is not run); a mutant they do not kill, or on lines no
+    test ran, gets the import-based selection as before."""
+    coverage = __import__("pytest").importorskip("coverage")
+    tool = _mutants_module()
+    data = coverage.CoverageData(basename=str(tmp_path / ".coverage"))
+    data.set_context("tests/test_a.py::test_one|run")
+    data.add_lines({"/elsewhere/optiml/foo.py": [3, 4]})
+    data.set_context("tests/test_b.py::test_two[x-1]|run")
+    data.add_lines({"/elsewhere/optiml/foo.py": [4, 7]})
+    data.set_context("")
+    data.add_lines({"/elsewhere/optiml/foo.py": [1]})
+    data.write()
+    cov = tool.CoverageMap(tmp_path / ".coverage", tmp_path)
+    assert cov.tests_for("optiml/foo.py", 3, 3) == ("tests/test_a.py::test_one",)
+    assert set(cov.tests_for("optiml/foo.py", 4, 4)) == {"tests/test_a.py::test_one", "tests/test_b.py::test_two[x-1]"}
+    assert cov.tests_for("optiml/foo.py", 5, 6) == () and cov.tests_for("optiml/foo.py", 1, 1) == ()
+    assert cov.tests_for("optiml/bar.py", 1, 9) == ()
+
+    copy = tmp_path / "copy"
+    (copy / "optiml").mkdir(parents=True)
+    (copy / "optiml" / "foo.py").write_text("a = 1\n\nb = 2\nc = 3\n\n\nd = 4\n")
+    runs = []
+
+    def fake_pytest(where, tests, timeout):        # a fake runner: which tests ran, what they "found"
+        runs.append(tuple(tests))
+        return ("failed" if "tests/test_a.py::test_one" in tests else "passed"), 1.0, ""
+    monkeypatch.setattr(tool, "pytest", fake_pytest)
+    m = tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",))
+    assert tool.run_mutant(copy, m, 10, cov)[0] == "killed"
+    assert runs == [("tests/test_a.py::test_one",)]
+    runs.clear()
+    m = tool.Mutant("foo", "optiml/foo.py", "d = 4", "d = 5", ("tests/test_foo.py",))
+    assert tool.run_mutant(copy, m, 10, cov)[0] == "survived"
+    assert runs == [("tests/test_b.py::test_two[x-1]",), ("tests/test_foo.py", *tool.PLANTED)]
+    runs.clear()
+    m = tool.Mutant("foo", "optiml/foo.py", "a = 1", "a = 2", ("tests/test_foo.py",))
+    tool.run_mutant(copy, m, 10, cov)
+    assert runs == [("tests/test_foo.py", *tool.PLANTED)]
+    assert (copy / "optiml" / "foo.py").read_text().startswith("a = 1\n\nb = 2")

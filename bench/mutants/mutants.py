@@ -478,17 +478,71 @@ def pytest(copy: Path, tests, timeout: float) -> tuple[str, float, str]:
     return outcome, time.monotonic() - t0, tail
 
 
-def run_mutant(copy: Path, m: Mutant, timeout: float) -> tuple[str, float]:
+class CoverageMap:
+    """Which tests run each line of the package: a coverage data file with a context a test
+    (``pytest --cov=optiml --cov-context=test``, see :func:`make_coverage_map`). A mutant runs the
+    tests that execute its lines first: where the mutant changes what they compute, one of them fails
+    within seconds; the whole import-based selection only runs for a mutant they do not kill (or
+    that no test runs in-process: code reached only in a subprocess, or run at import).
+    Made at one commit, it is right for that commit's line numbers."""
+
+    def __init__(self, path: Path, repo: Path):
+        import coverage
+        self.data = coverage.CoverageData(basename=str(path))
+        self.data.read()
+        self.by_rel = {}
+        for f in self.data.measured_files():
+            fp = Path(f)
+            if "optiml" in fp.parts:
+                self.by_rel[str(Path(*fp.parts[fp.parts.index("optiml"):]))] = f
+        self._cache: dict[str, dict] = {}
+
+    def tests_for(self, file: str, first: int, last: int) -> tuple[str, ...]:
+        """The test ids that ran any of lines ``first``..``last`` of ``file`` (relative path)."""
+        measured = self.by_rel.get(file)
+        if measured is None:
+            return ()
+        if file not in self._cache:
+            self._cache[file] = self.data.contexts_by_lineno(measured)
+        found = dict.fromkeys(c.rsplit("|", 1)[0] for n in range(first, last + 1)
+                              for c in self._cache[file].get(n, ()) if c)
+        return tuple(found)
+
+
+def make_coverage_map(copy: Path, out: Path, timeout: float) -> tuple[str, float, str]:
+    """Run the whole CPU suite on ``copy`` under coverage with a context a test, into ``out``."""
+    env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1", COVERAGE_FILE=str(out))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "auto", "-p", "no:cacheprovider", "--cov=optiml",
+           "--cov-context=test", "--cov-report="]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - t0, ""
+    return ("passed" if p.returncode in (0, 1) and out.exists() else "error"), time.monotonic() - t0, (p.stdout + p.stderr)[-1500:]
+
+
+def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = None) -> tuple[str, float]:
     """'killed', 'timeout' (counted as killed), 'survived' or 'error: ...' (snippet not found once,
-    tests could not run)."""
+    tests could not run). With ``cov``, the tests that run the mutated lines go first."""
     path = copy / m.file
     text = path.read_text()
     count = text.count(m.old)
     if count != 1:
         return f"error: snippet found {count} times", 0.0
+    covering: tuple[str, ...] = ()
+    if cov is not None:
+        first = text[:text.index(m.old)].count("\n") + 1
+        covering = cov.tests_for(m.file, first, first + m.old.count("\n"))
     try:
         path.write_text(text.replace(m.old, m.new))
+        secs0 = 0.0
+        if covering:
+            outcome, secs0, tail = pytest(copy, covering, timeout)
+            if outcome in ("failed", "timeout"):
+                return ("killed" if outcome == "failed" else "timeout"), secs0
         outcome, secs, tail = pytest(copy, (*m.tests, *PLANTED), timeout)
+        secs += secs0
     finally:
         path.write_text(text)
     if outcome == "failed":
@@ -514,6 +568,9 @@ def main(argv=None) -> int:
                     help="also mutants generated from this module's code (may be repeated)")
     ap.add_argument("--changed", metavar="REV", help="also mutants generated from every package module changed since REV")
     ap.add_argument("--per-module", type=int, default=8, help="generated mutants a module (default 8)")
+    ap.add_argument("--coverage", type=Path, metavar="FILE",
+                    help="a coverage data file with a context a test (made here, on the unmutated copy, when FILE "
+                         "does not exist): each mutant runs the tests that execute its lines first")
     ap.add_argument("--generated-only", action="store_true",
                     help="with --module/--changed: leave out the hand-written mutants of those files")
     args = ap.parse_args(argv)
@@ -551,6 +608,15 @@ def main(argv=None) -> int:
         for c in copies:
             copy_repo(args.repo, c)
         tests = sorted({t for m in mutants for t in m.tests} | set(PLANTED))
+        cov = None
+        if args.coverage is not None:
+            if not args.coverage.exists():
+                outcome, secs, tail = make_coverage_map(copies[0], args.coverage.resolve(), 3600.0)
+                if outcome != "passed":
+                    print(f"the coverage map could not be made ({outcome}):\n{tail}", file=sys.stderr)
+                    return 2
+                print(f"coverage map: the suite ran in {secs:.0f} s into {args.coverage}", flush=True)
+            cov = CoverageMap(args.coverage, args.repo.resolve())
         if not args.skip_baseline:
             outcome, secs, tail = pytest(copies[0], tests, max(args.timeout, 600.0))
             if outcome != "passed":
@@ -566,7 +632,7 @@ def main(argv=None) -> int:
         def one(i: int) -> None:
             copy = free.get()
             try:
-                res = run_mutant(copy, mutants[i], args.timeout)
+                res = run_mutant(copy, mutants[i], args.timeout, cov)
             finally:
                 free.put(copy)
             with lock:
