@@ -156,15 +156,19 @@ def run_benchmarks(drv, cubin_path: str | Path) -> dict:
     figures["fp32_gflops"] = rate / 1e9
 
     # tensor cores through mma.sync: 8 mma of each of 4 accumulators per iteration and warp
-    flag = drv.mem_alloc(4)
-    fn["has_mma"](flag, grid=(1, 1, 1), block=(1, 1, 1))
-    has = np.zeros(1, np.int32)
-    drv.memcpy_dtoh(has, flag)
-    flag.free()
+    def built_with(probe: str) -> bool:     # the probe kernel writes 1 where the build holds the instructions
+        flag = drv.mem_alloc(4)
+        fn[probe](flag, grid=(1, 1, 1), block=(1, 1, 1))
+        has = np.zeros(1, np.int32)
+        drv.memcpy_dtoh(has, flag)
+        flag.free()
+        return bool(has[0])
+
+    has_mma = built_with("has_mma")
     blocks, warps = sms * 4, BLOCK // 32
     for key, name, k in (("fp16_tensor_gflops", "mma_f16", 16), ("bf16_tensor_gflops", "mma_bf16", 16),
                          ("tf32_tensor_gflops", "mma_tf32", 8)):
-        if not has[0]:
+        if not has_mma:
             figures[key] = None
             continue
         rate, spreads[key], _ = _sized(
@@ -173,11 +177,7 @@ def run_benchmarks(drv, cubin_path: str | Path) -> dict:
             lambda it, k=k: 2.0 * 16 * 8 * k * 8 * 4 * it * blocks * warps, 64)
         figures[key] = rate / 1e9
     # Hopper's warpgroup MMA, where the build has it: the dense fp16/bf16 peak is the faster of the two
-    flag = drv.mem_alloc(4)
-    fn["has_wgmma"](flag, grid=(1, 1, 1), block=(1, 1, 1))
-    drv.memcpy_dtoh(has, flag)
-    flag.free()
-    if has[0]:
+    if built_with("has_wgmma"):
         for key, name in (("fp16_tensor_gflops", "wgmma_f16"), ("bf16_tensor_gflops", "wgmma_bf16")):
             rate, spread, _ = _sized(
                 drv, lambda it, f=fn[name]: f(np.int32(it), np.uint32(12345), np.float32(NEVER), sink,
