@@ -85,9 +85,9 @@ def _mutants_module():
 
 
 def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypatch):
-    """--coverage: the tests recorded as running a mutant's lines go first, and a failure there is
-    the kill (the import-based selection is not run); a mutant they do not kill, or on lines no
-    test ran, gets the import-based selection as before."""
+    """--coverage: the tests recorded as running a mutant's lines decide it (a failure there is the
+    kill, a pass the survival; with --thorough a survivor also gets the import-based selection); a
+    mutant on lines no test ran in-process gets the import-based selection as before."""
     coverage = __import__("pytest").importorskip("coverage")
     tool = _mutants_module()
     data = coverage.CoverageData(basename=str(tmp_path / ".coverage"))
@@ -119,6 +119,9 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
     runs.clear()
     m = tool.Mutant("foo", "optiml/foo.py", "d = 4", "d = 5", ("tests/test_foo.py",))
     assert tool.run_mutant(copy, m, 10, cov)[0] == "survived"
+    assert runs == [("tests/test_b.py::test_two[x-1]",)]
+    runs.clear()
+    assert tool.run_mutant(copy, m, 10, cov, thorough=True)[0] == "survived"
     assert runs == [("tests/test_b.py::test_two[x-1]",), ("tests/test_foo.py", *tool.PLANTED)]
     runs.clear()
     m = tool.Mutant("foo", "optiml/foo.py", "a = 1", "a = 2", ("tests/test_foo.py",))

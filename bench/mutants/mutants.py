@@ -522,9 +522,13 @@ def make_coverage_map(copy: Path, out: Path, timeout: float) -> tuple[str, float
     return ("passed" if p.returncode in (0, 1) and out.exists() else "error"), time.monotonic() - t0, (p.stdout + p.stderr)[-1500:]
 
 
-def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = None) -> tuple[str, float]:
+def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = None,
+               thorough: bool = False) -> tuple[str, float]:
     """'killed', 'timeout' (counted as killed), 'survived' or 'error: ...' (snippet not found once,
-    tests could not run). With ``cov``, the tests that run the mutated lines go first."""
+    tests could not run). With ``cov``, the tests that run the mutated lines decide; the import-based
+    selection runs where no test runs them in-process (and, ``thorough``, where they leave it alive:
+    a test that reaches the line only in a subprocess can still kill it, so without ``thorough`` a
+    survivor is a survivor of the tests that run its lines, which can only undercount the kills)."""
     path = copy / m.file
     text = path.read_text()
     count = text.count(m.old)
@@ -541,6 +545,8 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
             outcome, secs0, tail = pytest(copy, covering, timeout)
             if outcome in ("failed", "timeout"):
                 return ("killed" if outcome == "failed" else "timeout"), secs0
+            if outcome == "passed" and not thorough:
+                return "survived", secs0
         outcome, secs, tail = pytest(copy, (*m.tests, *PLANTED), timeout)
         secs += secs0
     finally:
@@ -571,6 +577,8 @@ def main(argv=None) -> int:
     ap.add_argument("--coverage", type=Path, metavar="FILE",
                     help="a coverage data file with a context a test (made here, on the unmutated copy, when FILE "
                          "does not exist): each mutant runs the tests that execute its lines first")
+    ap.add_argument("--thorough", action="store_true",
+                    help="with --coverage: a mutant the covering tests leave alive also gets the import-based selection")
     ap.add_argument("--generated-only", action="store_true",
                     help="with --module/--changed: leave out the hand-written mutants of those files")
     args = ap.parse_args(argv)
@@ -632,7 +640,7 @@ def main(argv=None) -> int:
         def one(i: int) -> None:
             copy = free.get()
             try:
-                res = run_mutant(copy, mutants[i], args.timeout, cov)
+                res = run_mutant(copy, mutants[i], args.timeout, cov, args.thorough)
             finally:
                 free.put(copy)
             with lock:

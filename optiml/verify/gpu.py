@@ -124,7 +124,8 @@ class Gpu:
 
 def _launch(gpu: Gpu, fn, launch: Launch, args: list) -> None:
     drv = gpu.drv
-    if launch.shared_mem > 48 * 1024:
+    # past 48 KB a block, static and dynamic together, the dynamic part must be allowed first
+    if launch.shared_mem and launch.shared_mem + fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES) > 48 * 1024:
         fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_mem)
     fn.prepared_async_call(launch.grid, launch.block, gpu.stream, *args, shared_size=launch.shared_mem)
 

@@ -93,21 +93,31 @@ class RowTemplate(Spaced):
     flags: tuple = ()
     file: str = ""                 # its Jinja2 file's stem where not its name
     cluster: bool = False          # a row over a thread-block cluster (sm_90): row_reduce.cu.j2's cluster form
+    shared_mem: str = "0"          # dynamic shared memory a block ({size}: the bytes of an input element)
 
     def start_for(self, op: RowOp) -> dict:
         """A starting point for the timing size: the row cached in registers when it fits in 64
         values a thread, wide loads where the size allows."""
-        if self.cluster:           # the fewest blocks whose registers hold the row, the tightest fit
+        if self.cluster:           # the fewest blocks that hold the row, two blocks an SM where they can
             j = max(op.j_timing, 1)
-            vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
-            fits = [p for p in self.points() if p["OPTIML_VEC"] == vec
-                    and -(-j // p["OPTIML_CLUSTER"]) <= p["OPTIML_THREADS"] * vec * p["OPTIML_ITEMS"]]
+            size = _SIZE.get(op.x_type, 4)
+            vec = next(v for v in (8, 4, 2, 1) if v * size <= 16 and j % v == 0)
+
+            def two_an_sm(p):      # two blocks' parts in 48 K registers and in the shared memory
+                t, items, sitems = p["OPTIML_THREADS"], p["OPTIML_ITEMS"], p["OPTIML_SITEMS"]
+                return (2 * t * vec * items * size // 4 <= 49152
+                        and 2 * (t * vec * sitems * size + 2048) <= 227 * 1024)
+            fits = [p for p in self.points() if p["OPTIML_VEC"] == vec and -(-j // p["OPTIML_CLUSTER"])
+                    <= p["OPTIML_THREADS"] * vec * (p["OPTIML_ITEMS"] + p["OPTIML_SITEMS"])]
             if fits:
-                # at a tie the fewer threads: more registers a thread beside its part (no spills)
-                return min(fits, key=lambda p: (p["OPTIML_CLUSTER"], p["OPTIML_THREADS"] * p["OPTIML_ITEMS"],
-                                                p["OPTIML_THREADS"]))
-            return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": 4,
-                    "OPTIML_CLUSTER": max(self.space["OPTIML_CLUSTER"])}     # streamed: the row read twice
+                # two blocks an SM (one loads while the other reduces and stores), the smallest cluster, the
+                # tightest fit, registers before shared memory, and at a tie the fewer threads (no spills)
+                # (MINB: the blocks an SM ptxas must fit, 2 exactly where two can)
+                return min(fits, key=lambda p: (not two_an_sm(p), p["OPTIML_CLUSTER"],
+                                                p["OPTIML_THREADS"] * (p["OPTIML_ITEMS"] + p["OPTIML_SITEMS"]),
+                                                p["OPTIML_SITEMS"], p["OPTIML_THREADS"], p["OPTIML_MINB"] != 1 + two_an_sm(p)))
+            return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": 4, "OPTIML_SITEMS": 0,
+                    "OPTIML_CLUSTER": max(self.space["OPTIML_CLUSTER"]), "OPTIML_MINB": 1}   # streamed: read twice
         if not self.strided:
             j = max(op.j_timing, 1)
             vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
@@ -146,15 +156,19 @@ ROW_TEMPLATES = (
                 threads="OPTIML_THREADS", grid="cdiv({i}, (OPTIML_THREADS / OPTIML_FS) * OPTIML_VEC) * ({o})"),
     RowTemplate("row_cluster", False,
                 {"OPTIML_THREADS": [256, 512, 1024], "OPTIML_ROWS": [1], "OPTIML_VEC": [1, 2, 4, 8],
-                 "OPTIML_ITEMS": [4, 8, 12, 16, 24, 32], "OPTIML_CLUSTER": [2, 4, 8]},
+                 "OPTIML_ITEMS": [4, 8, 12, 16, 24, 32], "OPTIML_SITEMS": [0, 12, 24, 48], "OPTIML_CLUSTER": [2, 4, 8],
+                 "OPTIML_MINB": [1, 2]},
                 # a block's part of the row in at most 48 K of the SM's 64 K registers (no spills at 1024
-                # threads x 48 floats or 512 x 96), the rest for the indices and the reductions
-                ("OPTIML_VEC * OPTIML_ITEMS <= 96", "OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152"),
+                # threads x 48 floats or 512 x 96), the rest for the indices and the reductions; the part
+                # past the registers in at most 48 K values of shared memory (192 KB of floats)
+                ("OPTIML_VEC * OPTIML_ITEMS <= 96", "OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152",
+                 "OPTIML_THREADS * OPTIML_VEC * OPTIML_SITEMS <= 49152"),
                 "a row over a cluster of CLUSTER blocks (Hopper), each block its part of the row in registers "
-                "(ITEMS vectors of VEC elements a thread), each reduction over the block and then over the "
+                "(ITEMS vectors of VEC elements a thread) and shared memory (SITEMS more), each reduction over the block and then over the "
                 "cluster's blocks through distributed shared memory: a row read once however long, and few "
                 "rows still fill the GPU", 1.2,
-                threads="OPTIML_THREADS", grid="({o}) * OPTIML_CLUSTER", file="row_reduce", cluster=True),
+                threads="OPTIML_THREADS", grid="({o}) * OPTIML_CLUSTER", file="row_reduce", cluster=True,
+                shared_mem="OPTIML_SITEMS * OPTIML_THREADS * OPTIML_VEC * {size}"),
 )
 
 
@@ -1097,7 +1111,7 @@ def instantiate_rowwise(source: str, op: RowOp, values: dict | None = None, temp
                   signature=f"{op.entry}{_t(fdecl.child_by_field_name('parameters'))}", combine=_combine,
                   same_type=op.x_type == op.y_type)
     launch = (f'// optiml:launch {{grid = ["{t.grid.format(o=op.o_size, i=op.i_size)}"], '
-              f'block = ["{t.threads}"], shared_mem = "0"}}')
+              f'block = ["{t.threads}"], shared_mem = "{t.shared_mem.format(size=_SIZE.get(op.x_type, 4))}"}}')
     head = f"// the entry {op.entry} as optiml's {t.name} template: {op.describe()}\n{launch}\n"
     return place_rendered(source, fn, head, text)
 
