@@ -125,6 +125,17 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
     assert runs == [("tests/test_b.py::test_two[x-1]",), ("tests/test_foo.py", *tool.PLANTED)]
     runs.clear()
     m = tool.Mutant("foo", "optiml/foo.py", "a = 1", "a = 2", ("tests/test_foo.py",))
-    tool.run_mutant(copy, m, 10, cov)
-    assert runs == [("tests/test_foo.py", *tool.PLANTED)]
+    (copy / "optiml" / "bar.py").write_text("x = 1\n")
+    tool.run_mutant(copy, tool.Mutant("bar", "optiml/bar.py", "x = 1", "x = 2", ("tests/test_bar.py",)), 10, cov)
+    assert runs == [("tests/test_bar.py", *tool.PLANTED)]      # no test ran the module: the import-based ones
+    runs.clear()
+    tool.run_mutant(copy, m, 10, cov)                # line 1 ran at import only: the tests of the module's lines
+    assert set(runs[0]) == {"tests/test_a.py::test_one", "tests/test_b.py::test_two[x-1]"}
+    # a def line (its defaults run at import): the tests that ran the function's body
+    src = "import os\n\n\ndef f(a=1):\n    return a\n"
+    data.set_context("tests/test_c.py::test_f|run")
+    data.add_lines({"/elsewhere/optiml/baz.py": [5]})
+    data.write()
+    cov = tool.CoverageMap(tmp_path / ".coverage", tmp_path)
+    assert cov.tests_near("optiml/baz.py", src, 4, 4) == ("tests/test_c.py::test_f",)
     assert (copy / "optiml" / "foo.py").read_text().startswith("a = 1\n\nb = 2")

@@ -508,6 +508,21 @@ class CoverageMap:
                               for c in self._cache[file].get(n, ()) if c)
         return tuple(found)
 
+    def tests_near(self, file: str, text: str, first: int, last: int) -> tuple[str, ...]:
+        """The tests that ran the lines; where none did in a test (a ``def`` line's defaults, a
+        constant: run at import, outside any test), those that ran the innermost function around
+        them, else any line of the module."""
+        found = self.tests_for(file, first, last)
+        if found:
+            return found
+        import ast
+        around = [n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.lineno <= first and last <= (n.end_lineno or n.lineno)]
+        if around:
+            fn = max(around, key=lambda n: n.lineno)
+            found = self.tests_for(file, fn.lineno, fn.end_lineno or fn.lineno)
+        return found or self.tests_for(file, 1, text.count("\n") + 1)
+
 
 def make_coverage_map(copy: Path, out: Path, timeout: float) -> tuple[str, float, str]:
     """Run the whole CPU suite on ``copy`` under coverage with a context a test, into ``out``."""
@@ -537,7 +552,7 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
     covering: tuple[str, ...] = ()
     if cov is not None:
         first = text[:text.index(m.old)].count("\n") + 1
-        covering = cov.tests_for(m.file, first, first + m.old.count("\n"))
+        covering = cov.tests_near(m.file, text, first, first + m.old.count("\n"))
     try:
         path.write_text(text.replace(m.old, m.new))
         secs0 = 0.0
