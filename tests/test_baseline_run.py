@@ -146,3 +146,68 @@ def test_a_fault_while_timing_frees_every_input_set(tmp_path, monkeypatch):
     with pytest.raises(KernelFault):
         gt.time_function(gpu, job, lambda text: None, fn)
     assert made and all(any(c is f for f in freed) for c in made)
+
+
+class VendorHarness(FakeHarness):
+    """A fake GPU worker that answers a job with a vendor with a vendor timing of 0.8 ms."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def run(self, job, lend=None):
+        self.jobs.append(job)
+        return HarnessResult("ok", timing=timing(1.0), baseline_timing=timing(3.0) if job.baseline else None,
+                             vendor_timing=timing(0.8) if job.vendor else None)
+
+
+def test_the_vendor_function_rides_in_the_final_job_and_its_median_comes_back(tmp_path):
+    """runner.submit(vendor=...) puts the [baseline]'s function in the job beside the baseline kernel
+    (HarnessJob.vendor; Evaluation.vendor_ms from its timing), and such a job never reuses an earlier
+    kernel's evaluation; the harness result keeps the vendor timing through to_dict/from_dict."""
+    harness = VendorHarness()
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    f = FunctionRef("torch", str(tmp_path / "ref.py"), "scale")
+    with Runner(standard_stages(prep), [0], harness_factory=lambda d: harness, build_workers=1,
+                workers_per_gpu=1) as runner:
+        runner.evaluate(Candidate(KERNEL))
+        ev = runner.evaluate(Candidate(KERNEL, name="best.cu"), profile=False, baseline=Candidate(KERNEL), vendor=f)
+    assert [j.vendor for j in harness.jobs] == [None, f] and "reused" not in ev.stage_s
+    assert ev.median_ms == 1.0 and ev.baseline_ms == 3.0 and ev.vendor_ms == 0.8
+    back = HarnessResult.from_dict(ev.harness.to_dict())
+    assert back.vendor_timing.median_ms == 0.8
+
+
+def test_the_vendor_is_timed_in_the_same_rounds_as_the_kernels(tmp_path):
+    """time_kernels(functions=...) over a FAKE driver (wiring only): the function takes its turn in
+    each round's rotation like a kernel, its timing comes last, and set 0 is the first kernel's."""
+    from optiml.spec import Launch
+    from optiml.verify.gpu_timing import time_kernels
+
+    spec = load(tmp_path)
+    spec = dataclasses.replace(spec, timing=dataclasses.replace(spec.timing, warmup_ms=0.0))
+    launch = Launch((1, 1, 1), (128, 1, 1), 0)
+    fast, slow = (KernelBinary(n, "k", (launch,) * 3) for n in ("fast", "slow"))
+    gpu = FakeGpu({"fast": 1.0, "slow": 4.0})
+    fn = FakeFunction(gpu.drv, 0.5)
+    job = HarnessJob(spec=spec, candidate=fast, reference=None, cases=(Case(0, 5),), baseline=slow)
+    (t_fast, t_slow, t_fn), _, clocks = time_kernels(gpu, job, lambda text: None, [fast, slow], functions=[fn])
+    assert t_fast.median_ms == pytest.approx(1.0) and t_slow.median_ms == pytest.approx(4.0)
+    assert t_fn.median_ms == pytest.approx(0.5) and len(t_fn.blocks_ms) == len(t_fast.blocks_ms) > 1
+    assert len(clocks["plan"]["reps"]) == 3
+    order = [x for x in gpu.drv.log if x in ("fast", "slow", "function")]
+    assert order[-1] == "fast" and order[:3] == ["fast", "slow", "function"]
+    firsts = []                                  # the order of the blocks: each round starts with another
+    for x in order[9:-1]:
+        if not firsts or firsts[-1] != x:
+            firsts.append(x)
+    assert firsts[:3] != firsts[3:6] and set(firsts) == {"fast", "slow", "function"}
+
+
+def test_the_baseline_figure_is_the_interleaved_median_where_the_final_job_timed_it():
+    from optiml.app.optimize import merge_interleaved
+    alone = {"label": "torch.compile", "framework": "torch", "status": "ok", "median_ms": 0.50, "reps": 10}
+    merged = merge_interleaved(alone, {"median_ms": 0.46, "spread": 0.01, "reps": 40})
+    assert merged["median_ms"] == 0.46 and merged["alone_ms"] == 0.50 and "interleaved" in merged["timed"]
+    assert merge_interleaved(alone, None) == alone and merge_interleaved(alone, {"message": "no"}) == alone
+    wrong = {"label": "x", "framework": "torch", "status": "wrong_output", "message": "max abs error 3"}
+    assert merge_interleaved(wrong, {"median_ms": 0.46}) == wrong        # a baseline that is wrong has no figure

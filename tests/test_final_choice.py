@@ -149,9 +149,11 @@ class MeasuringRunner:
     """A fake runner for the final step: a job's candidate, baseline and rivals timed at the
     ``measured`` medians (variant -> ms; a variant in ``wrong`` fails its verification as a rival)."""
 
-    def __init__(self, measured, wrong=(), fail_with_rivals=False):
+    def __init__(self, measured, wrong=(), fail_with_rivals=False, fail_with_vendor=False):
         self.measured, self.wrong, self.fail_with_rivals = measured, set(wrong), fail_with_rivals
+        self.fail_with_vendor = fail_with_vendor
         self.jobs: list = []
+        self.vendors: list = []
 
     def submit(self, candidate, **kw):
         from concurrent.futures import Future
@@ -160,16 +162,20 @@ class MeasuringRunner:
         fut.set_result(self.evaluate(candidate, **kw))
         return fut
 
-    def evaluate(self, candidate, *, profile=True, time_it=True, baseline=None, sanitize=None):
+    def evaluate(self, candidate, *, profile=True, time_it=True, baseline=None, sanitize=None, vendor=None):
         others = baseline if isinstance(baseline, tuple) else (baseline,) if baseline is not None else ()
         self.jobs.append([variant(candidate.source)] + [variant(o.source) for o in others])
+        self.vendors.append(vendor)
         if len(others) > 1 and self.fail_with_rivals:
             return Evaluation("runtime_error", "rival 2 of the candidate: an illegal memory access")
+        if vendor is not None and self.fail_with_vendor:
+            return Evaluation("runtime_error", "while timing: the baseline function raised RuntimeError: no")
         t = timing(self.measured[variant(candidate.source)])
         rivals = [RivalResult("wrong_output", "max abs error 3") if variant(o.source) in self.wrong else
                   RivalResult("ok", "", timing(self.measured[variant(o.source)])) for o in others[1:]]
         base = timing(self.measured[variant(others[0].source)]) if others else None
-        hr = HarnessResult("ok", timing=t, baseline_timing=base, rivals=rivals, clocks={"start": {"sm_mhz": 1980}})
+        hr = HarnessResult("ok", timing=t, baseline_timing=base, rivals=rivals, clocks={"start": {"sm_mhz": 1980}},
+                           vendor_timing=timing(self.measured["vendor"]) if vendor is not None else None)
         return Evaluation("ok", harness=hr, median_ms=t.median_ms, baseline_ms=base.median_ms if base else None, seed=7)
 
 
@@ -405,3 +411,19 @@ def test_the_timing_loop_runs_the_planned_blocks(tmp_path):
     # one kernel alone: as before (repetitions from its time, stopping early once precise)
     (t,), _, clocks = time_kernels(gpu, job, lambda text: None, [fast])
     assert clocks is None and t.blocks_ms == [] and t.reps == spec.timing.min_reps
+
+
+def test_the_vendor_is_timed_in_the_final_job_and_a_job_it_breaks_runs_again_without_it(search):
+    """final_timing(vendor=...): the spec's [baseline] function rides in the one final job (the same
+    clocks as the best), its median in final["vendor"]; where that job fails with it, the same job
+    runs again without it and the choice is made as before."""
+    from optiml.verify.harness import FunctionRef
+    f = FunctionRef("torch", "ref.py", "softmax_compiled")
+    runner = MeasuringRunner({"seed": 10.0, "a": 1.0, "b": 0.95, "c": 0.99, "vendor": 1.2})
+    chosen, final = sanitized_final(runner, search, search.best(), vendor=f)
+    assert runner.jobs == [["a", "seed", "b", "c"]] and runner.vendors == [f]
+    assert final["vendor"] == {"median_ms": 1.2, "spread": 0.002, "reps": 200} and final["best_ms"] == 0.95
+    broken = MeasuringRunner({"seed": 10.0, "a": 1.0, "b": 0.95, "c": 0.99}, fail_with_vendor=True)
+    chosen2, final2 = sanitized_final(broken, search, search.best(), vendor=f)
+    assert broken.vendors == [f, None] and broken.jobs == [["a", "seed", "b", "c"]] * 2
+    assert chosen2 is chosen and "vendor" not in final2 and final2["best_ms"] == 0.95

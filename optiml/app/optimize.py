@@ -313,7 +313,11 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
             raise UserError(f"{kernel}: the kernel itself does not verify ({root.status}: "
                             f"{root.result.message}); fix it first.")
         t0 = time.perf_counter()
-        best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None, ids=store_ids)
+        vendor = None
+        if spec.baseline is not None:      # timed with the best in its final job, at the same clocks
+            from ..verify.harness import FunctionRef
+            vendor = FunctionRef(spec.baseline.framework, str(spec.baseline.path), spec.baseline.function)
+        best, final = sanitized_final(runner, search, best, sanitize=sanitizer is not None, ids=store_ids, vendor=vendor)
         stopped = stop_sentence(search, budget, opts.proposer)
         if stopped:
             final["stopped"] = stopped
@@ -322,8 +326,8 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
                     time.perf_counter() - t0)
         if best is not None and spec.baseline is not None:
             t0 = time.perf_counter()
-            final["baseline"] = time_baseline(runner, spec, root.source)
-            logger.info("baseline {} timed in {:.2f} s: {}", spec.baseline.label, time.perf_counter() - t0,
+            final["baseline"] = merge_interleaved(time_baseline(runner, spec, root.source), final.get("vendor"))
+            logger.info("baseline {} verified and timed in {:.2f} s: {}", spec.baseline.label, time.perf_counter() - t0,
                         final["baseline"].get("median_ms") or final["baseline"].get("message"))
     if best is not None:
         final["best_node"] = store_ids[best.id]
@@ -484,7 +488,7 @@ def contenders(search, best) -> list:
     return [best] + [n for n in band if n is not best][:FINAL_CONTENDERS - 1]
 
 
-def sanitized_final(runner, search, best, sanitize: bool = False, ids=None):
+def sanitized_final(runner, search, best, sanitize: bool = False, ids=None, vendor=None):
     """The final choice and figure (:func:`final_timing` of the search's ``best`` and the other
     :func:`contenders`); with ``sanitize``, a chosen kernel that compute-sanitizer finds unsafe
     now is marked so in the search (and its store) and the choice is made again without it,
@@ -497,7 +501,8 @@ def sanitized_final(runner, search, best, sanitize: bool = False, ids=None):
             return None, {"status": str(Status.UNSAFE), "search_seed_ms": root.median_ms,
                           "message": f"the seed is unsafe ({seed}) and no faster candidate is safe",
                           "sanitize": dict(root.result.sanitize or {})}
-        chosen, final = final_timing(runner, root, best, sanitize=sanitize, rivals=contenders(search, best), ids=ids)
+        chosen, final = final_timing(runner, root, best, sanitize=sanitize, rivals=contenders(search, best), ids=ids,
+                                     vendor=vendor)
         verdict = final.get("sanitize") or {}
         if verdict.get("status") != "unsafe":
             return chosen, final
@@ -548,7 +553,17 @@ def time_baseline(runner, spec, seed_source: str) -> dict:
     return out
 
 
-def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None) -> tuple:
+def merge_interleaved(baseline: dict, vendor: dict | None) -> dict:
+    """The baseline's figure: verified in its own job (``baseline``, :func:`time_baseline`) and, where
+    the final job timed it interleaved with the best (``vendor``), that median, the one at the best's
+    clocks (``timed: interleaved``; its own job's median kept as ``alone_ms``)."""
+    if baseline.get("status") != "ok" or not (vendor or {}).get("median_ms"):
+        return baseline
+    return baseline | {"median_ms": vendor["median_ms"], "alone_ms": baseline.get("median_ms"),
+                       "timed": "interleaved with the best in the final timing"}
+
+
+def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None, vendor=None) -> tuple:
     """The final choice and figure. ``best`` (a search Node) and its ``rivals`` (other nodes
     within the fastest one's noise band: :func:`contenders`) are verified again on fresh inputs
     and timed interleaved with the seed (the root) by ``runner``, all in ONE job (``best``, or the
@@ -566,7 +581,11 @@ def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None
     without blocks), ``compared`` (each timed node's id, edits, median, spread and repetitions from
     this job, and its search median; a rival left out with its status), and ``clocks`` (the GPU's
     SM clock over the job, where NVML answered). ``ids`` (search node id -> the store's) names the
-    nodes in ``compared`` and the message as the store does; without it, the search's ids."""
+    nodes in ``compared`` and the message as the store does; without it, the search's ids.
+
+    ``vendor`` (a :class:`~optiml.verify.harness.FunctionRef`: the spec's [baseline]) is timed in the
+    same job, interleaved with them, so that the comparison with it is at the same clocks
+    (``final["vendor"]``: its median, spread and repetitions); a job it breaks is run again without it."""
     from ..best import Ranked, choose_best
     from ..runner import Candidate
     from ..verify.timing_stats import ratio_interval
@@ -604,8 +623,20 @@ def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None
         checked[best.id] = runner.submit(job_of(best, "best.cu"), profile=False, time_it=False, sanitize=True)
     head, others = timed[0], timed[1:]
     seed = job_of(root, "seed.cu")
-    ev = runner.evaluate(job_of(head, "best.cu"), profile=False, sanitize=False,
-                         baseline=(seed, *(job_of(n, f"rival{i}.cu") for i, n in enumerate(others, 1))) if others else seed)
+
+    def timed_job(head, others):
+        nonlocal vendor
+        kw = dict(profile=False, sanitize=False,
+                  baseline=(seed, *(job_of(n, f"rival{i}.cu") for i, n in enumerate(others, 1))) if others else seed)
+        ev = runner.evaluate(job_of(head, "best.cu"), **kw, **({"vendor": vendor} if vendor is not None else {}))
+        if not ev.ok and vendor is not None:
+            logger.warning("the final timing with the baseline interleaved failed ({}: {}); timing without it",
+                           ev.status, ev.message)
+            vendor = None
+            ev = runner.evaluate(job_of(head, "best.cu"), **kw)
+        return ev
+
+    ev = timed_job(head, others)
     if not ev.ok and best is root:       # the seed stays, as it would without the others
         logger.warning("timing the candidates in the seed's band together failed ({}: {})", ev.status, ev.message)
         return root, figure(root, status="ok", message=f"the seed is the best (timing the candidates in its "
@@ -615,7 +646,7 @@ def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None
         logger.warning("the final timing of {} candidates together failed ({}: {}); timing the best alone",
                        len(timed), ev.status, ev.message)
         head, others = best, []
-        ev = runner.evaluate(job_of(best, "best.cu"), profile=False, baseline=seed, sanitize=False)
+        ev = timed_job(best, [])
     if not ev.ok or not ev.median_ms or not ev.baseline_ms:
         return best, figure(best, status=str(ev.status), message=ev.message, sanitize=verdict(best))
     hr = ev.harness
@@ -637,6 +668,11 @@ def final_timing(runner, root, best, sanitize: bool = False, rivals=(), ids=None
     pick = choose_best(Ranked(i, t.median_ms, _spread(t), n.depth, n.id) for i, (n, t) in enumerate(measured))
     chosen, chosen_t = measured[pick.key]
     extra = {"compared": compared, "clocks": hr.clocks if hr is not None else None, "seed": ev.seed}
+    vt = hr.vendor_timing if hr is not None else None
+    if vt is not None:
+        extra["vendor"] = {"median_ms": vt.median_ms, "spread": round(vt.spread, 6), "reps": vt.reps}
+    elif hr is not None and hr.vendor_message:
+        extra["vendor"] = {"message": hr.vendor_message}
     if len(measured) > 1:
         extra["message"] = (f"{len(measured)} candidates within the noise band timed together: node {label(chosen)} "
                             f"({chosen.depth} edits) chosen")

@@ -82,6 +82,8 @@ def judge(prep: Preparer, ev: Evaluation, job: HarnessJob, hr: HarnessResult, ha
         ev.gbps = nbytes / secs / 1e9 if nbytes else None
         if hr.baseline_timing is not None:
             ev.baseline_ms = hr.baseline_timing.median_ms
+        if hr.vendor_timing is not None:
+            ev.vendor_ms = hr.vendor_timing.median_ms
 
 
 def _say_vacuous_atol(prep: Preparer, hr: HarnessResult) -> None:

@@ -114,16 +114,18 @@ class Runner:
 
     # -- the caller's side -------------------------------------------------------------------------
     def submit(self, candidate: Candidate, *, profile: bool = True, time_it: bool = True,
-               baseline: Candidate | None = None, sanitize: bool | None = None) -> Future:
+               baseline: Candidate | None = None, sanitize: bool | None = None, vendor=None) -> Future:
         """Start evaluating ``candidate``: a future of its Evaluation. ``profile=False`` skips
         the batch stages; ``baseline`` is built too and timed interleaved with it (``baseline_ms``);
+        ``vendor`` (a :class:`~optiml.verify.harness.FunctionRef`, the spec's [baseline]) is timed
+        interleaved too (``vendor_ms``);
         ``sanitize``: True runs it under compute-sanitizer too, False never, None as the sanitize
         stage's mode says (when the runner has one)."""
         if self._closed:
             raise RuntimeError("the Runner is closed")
         fut: Future = Future()
         item = Item(candidate, fut, time.perf_counter(), profile=profile, time_it=time_it, baseline=baseline,
-                    sanitize=sanitize)
+                    sanitize=sanitize, vendor=vendor)
         with self._count_lock:
             self._outstanding += 1
             self._live[id(item)] = item

@@ -92,6 +92,7 @@ class Item:
     time_it: bool = True
     sanitize: bool | None = None      # True: sanitize it, False: never, None: as the sanitize stage's mode says
     baseline: Candidate | tuple[Candidate, ...] | None = None   # a tuple: the baseline, then rivals (baselines())
+    vendor: object = None             # a FunctionRef timed interleaved with them (HarnessJob.vendor)
     kb: KernelBinary | None = None
     ev: Evaluation | None = None
     job: HarnessJob | None = None
@@ -171,7 +172,8 @@ class BuildStage:
         """Give ``item`` the evaluation of an earlier finished item with the same code, if any."""
         from ..cubin import code_digest
 
-        if item.baseline is not None or not item.time_it or item.sanitize is not None or item.candidate.function:
+        if (item.baseline is not None or item.vendor is not None or not item.time_it or item.sanitize is not None
+                or item.candidate.function):
             return False
         digest = code_digest(item.kb.cubin_path)
         if digest is None:
@@ -217,6 +219,8 @@ class BuildStage:
                 item.job = replace(item.job, rivals=tuple(built[1:]))
             if item.job is not None and item.candidate.function is not None:
                 item.job = replace(item.job, function=item.candidate.function)
+            if item.job is not None and item.vendor is not None and item.time_it:
+                item.job = replace(item.job, vendor=item.vendor)
 
     def close(self) -> None:
         pass

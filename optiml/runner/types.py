@@ -34,6 +34,7 @@ class Evaluation:
     seed: int | None = None
     median_ms: float | None = None
     baseline_ms: float | None = None   # the baseline's median, timed interleaved (a job with a baseline)
+    vendor_ms: float | None = None     # the vendor function's median, timed interleaved (a job with a vendor)
     gflops: float | None = None
     gbps: float | None = None
     wall_s: float = 0.0

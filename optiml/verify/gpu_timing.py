@@ -11,7 +11,7 @@ from .timing_stats import block_order, block_plan, median_ci_rel, timing_stats
 
 
 def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelBinary],
-                 seed0: int | None = None) -> tuple[list[TimingResult], object, dict | None]:
+                 seed0: int | None = None, functions=()) -> tuple[list[TimingResult], object, dict | None]:
     """Time one kernel, or several interleaved on the same input sets so that clocks,
     temperature and neighbours affect them alike: that is how a final speedup is measured.
     Several run in blocks of consecutive repetitions, the blocks alternating between the
@@ -25,7 +25,11 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
     while verified and idle while timed (it counts its launches) does not pass. The third value:
     interleaved, the GPU's SM clock, temperature and clock-limiting reasons at the start and the
     end, the clock's range over the blocks and the plan (:class:`_Nvml`; the readings None without
-    NVML), else None."""
+    NVML), else None.
+
+    ``functions`` (:class:`.frameworks.DeviceFunction`: a spec's [baseline]) are timed in the same
+    rounds after the kernels, each call as :func:`time_function` times one, on the same input sets;
+    their timings come last."""
     spec, drv = job.spec, gpu.drv
     tcfg = spec.timing
     sizes = spec.timing_sizes
@@ -34,6 +38,19 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
     ins = _InputSets(gpu, job, seed0)
     sets, n_sets, reset, prepare = ins.sets, ins.n, ins.reset, ins.prepare
     args = [s.args() for s in sets]
+    runs = [(lambda i, fn=fn, launch=launch: _launch(gpu, fn, launch, args[i])) for fn, launch in kernels]
+    for f in functions:
+        calls = [f.arguments(spec, s)[0] for s in sets]
+
+        def call(i, f=f, calls=calls):
+            try:
+                with f._on_stream():
+                    f.fn(**calls[i])
+            except drv.Error:
+                raise
+            except Exception as e:        # the user's function: its failure, said as such
+                raise KernelFault(f"the baseline function raised {type(e).__name__}: {e}") from None
+        runs.append(call)
     clocks = None
     done = False
     try:
@@ -41,35 +58,33 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
         start, end = drv.Event(), drv.Event()
         warm = 0
         t_begin = time.perf_counter()
-        est = [1e-3] * len(kernels)
-        while warm < 3 * len(kernels) or (time.perf_counter() - t_begin) * 1e3 < tcfg.warmup_ms:
-            i, k = (warm // len(kernels)) % n_sets, warm % len(kernels)
+        est = [1e-3] * len(runs)
+        while warm < 3 * len(runs) or (time.perf_counter() - t_begin) * 1e3 < tcfg.warmup_ms:
+            i, k = (warm // len(runs)) % n_sets, warm % len(runs)
             reset(i)
             start.record(gpu.stream)
-            _launch(gpu, kernels[k][0], kernels[k][1], args[i])
+            runs[k](i)
             end.record(gpu.stream)
             end.synchronize()
             est[k] = end.time_since(start)
             warm += 1
-            if warm >= 1000 * len(kernels):
+            if warm >= 1000 * len(runs):
                 break
-        if len(kernels) == 1:
-            fn, launch = kernels[0]
-            samples = [_time_alone(gpu, lambda i: _launch(gpu, fn, launch, args[i]), tcfg, est[0], n_sets, prepare,
-                                   stage, sizes)]
+        if len(runs) == 1:
+            samples = [_time_alone(gpu, runs[0], tcfg, est[0], n_sets, prepare, stage, sizes)]
             blocks = [None]
             warmups = [warm]
         else:
             probe = _Nvml.open(gpu.pci)
             clocks = {"start": probe.read() if probe else None}
-            samples, blocks, warmups = _time_blocks(gpu, kernels, tcfg, est, args, n_sets, prepare, stage, sizes,
+            samples, blocks, warmups = _time_blocks(gpu, runs, tcfg, est, n_sets, prepare, stage, sizes,
                                                     probe, clocks)
             clocks["end"] = probe.read() if probe else None
             if probe:
                 probe.close()
-            warmups = [warm // len(kernels) + w for w in warmups]
-            reset(0)                          # set 0 holds whichever kernel ran last: once more
-            _launch(gpu, kernels[0][0], kernels[0][1], args[0])
+            warmups = [warm // len(runs) + w for w in warmups]
+            reset(0)                          # set 0 holds whichever ran last: the first kernel once more
+            runs[0](0)
             gpu.stream.synchronize()
         done = True
     except drv.Error as e:
@@ -159,34 +174,34 @@ def _time_alone(gpu: Gpu, run, tcfg, est: float, n_sets: int, prepare, stage: St
     return samples
 
 
-def _time_blocks(gpu: Gpu, kernels, tcfg, est: list[float], args, n_sets: int, prepare, stage: Stage, sizes,
+def _time_blocks(gpu: Gpu, runs, tcfg, est: list[float], n_sets: int, prepare, stage: Stage, sizes,
                  probe, clocks: dict) -> tuple[list[list[float]], list[list[list[float]]], list[int]]:
-    """Several kernels in blocks (:func:`block_plan`): per kernel its samples, its samples block
-    by block (round by round), and its untimed launches. The stream is synchronised after every
-    block (the next one's launches do not pile up behind it), and the SM clock read there too."""
+    """Several kernels (``runs``: each launches one on input set i) in blocks (:func:`block_plan`):
+    per kernel its samples, its samples block by block (round by round), and its untimed launches.
+    The stream is synchronised after every block (the next one's launches do not pile up behind
+    it), and the SM clock read there too."""
     drv = gpu.drv
     plan = block_plan(est, tcfg.min_reps, tcfg.max_reps, tcfg.target_ms)
-    stage(f"timing: {len(kernels)} kernels interleaved at sizes {sizes}, {plan.rounds} rounds of blocks of "
+    stage(f"timing: {len(runs)} kernels interleaved at sizes {sizes}, {plan.rounds} rounds of blocks of "
           f"{', '.join(map(str, plan.reps))} repetitions")
     events = [(drv.Event(), drv.Event()) for _ in range(max(plan.reps))]
-    samples: list[list[float]] = [[] for _ in kernels]
-    blocks: list[list[list[float]]] = [[] for _ in kernels]
+    samples: list[list[float]] = [[] for _ in runs]
+    blocks: list[list[list[float]]] = [[] for _ in runs]
     launches = 0
     mhz = []
     for r in range(plan.rounds):
-        for k in block_order(r, len(kernels)):
-            fn, launch = kernels[k]
+        for k in block_order(r, len(runs)):
             for _ in range(plan.warmup[k]):       # untimed: the previous block's after-effects end here
                 i = launches % n_sets
                 prepare(i, launches)
-                _launch(gpu, fn, launch, args[i])
+                runs[k](i)
                 launches += 1
             for b in range(plan.reps[k]):
                 i = launches % n_sets
                 s_ev, e_ev = events[b]
                 prepare(i, launches)
                 s_ev.record(gpu.stream)
-                _launch(gpu, fn, launch, args[i])
+                runs[k](i)
                 e_ev.record(gpu.stream)
                 launches += 1
             gpu.stream.synchronize()

@@ -71,6 +71,8 @@ class HarnessJob:
     ops_cubin: str | None = None            # gpu_ops kernels: inputs drawn and outputs compared on the GPU
     function: FunctionRef | None = None     # verify and time this function instead of the candidate kernel
                                             # (whose binary still gives the sizes' constants and launches)
+    vendor: FunctionRef | None = None       # what a user would call instead (a spec's [baseline]), timed
+                                            # interleaved too, last, in the same rounds: the same clocks
 
 
 @dataclass
@@ -113,6 +115,8 @@ class HarnessResult:
     timing: TimingResult | None = None
     baseline_timing: TimingResult | None = None   # the job's baseline, timed interleaved with it
     rivals: list[RivalResult] = field(default_factory=list)   # the job's rivals, in its order
+    vendor_timing: TimingResult | None = None     # the job's vendor function, timed interleaved with it
+    vendor_message: str = ""      # why the vendor function has no timing (it did not load)
     clocks: dict | None = None    # interleaved timing: the GPU's SM clock and temperature (NVML) at its start and end
     device_name: str = ""
     device_pci: str = ""      # the GPU's PCI bus id (informational: which physical GPU ran the job)
@@ -158,7 +162,7 @@ class HarnessResult:
             c["outputs"] = [OutputCheck(**o) for o in c.get("outputs", [])]
             checks.append(CaseCheck(**c))
         d["checks"] = checks
-        for key in ("timing", "baseline_timing"):
+        for key in ("timing", "baseline_timing", "vendor_timing"):
             if d.get(key):
                 d[key] = TimingResult(**d[key])
         d["rivals"] = [RivalResult(r["status"], r.get("message", ""),

@@ -391,9 +391,18 @@ def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
                 based = job.baseline is not None
                 binaries = [job.candidate] + ([job.baseline] if based else []) + list(job.rivals)
                 ref0 = keep.get("timing_ref")
+                vendor = []
+                if job.vendor is not None:      # a vendor that does not load leaves the timing as it was
+                    try:
+                        vendor = [_device_function(gpu, job.vendor.framework, job.vendor.path, job.vendor.name)]
+                    except Exception as e:
+                        result.vendor_message = f"the baseline function could not be loaded: {type(e).__name__}: {e}"
                 with stage.phase("time"):
                     timings, set0, result.clocks = time_kernels(gpu, job, stage, binaries,
-                                                                seed0=ref0.seed if ref0 is not None else None)
+                                                                seed0=ref0.seed if ref0 is not None else None,
+                                                                functions=vendor)
+                if vendor:
+                    result.vendor_timing = timings.pop()
                 result.timing = timings[0]
                 result.baseline_timing = timings[1] if based else None
                 _check_timed_set(gpu, job, stage, result, ref, set0, ref0)
