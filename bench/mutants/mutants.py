@@ -26,6 +26,7 @@ tests/test_mutants_survivors.py and tests/test_compare_edges.py the tests writte
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -592,6 +593,8 @@ def main(argv=None) -> int:
     ap.add_argument("--coverage", type=Path, metavar="FILE",
                     help="a coverage data file with a context a test (made here, on the unmutated copy, when FILE "
                          "does not exist): each mutant runs the tests that execute its lines first")
+    ap.add_argument("--json", type=Path, metavar="FILE",
+                    help="also write every mutant (file, old, new, area, outcome, seconds) to FILE, as it ends")
     ap.add_argument("--thorough", action="store_true",
                     help="with --coverage: a mutant the covering tests leave alive also gets the import-based selection")
     ap.add_argument("--generated-only", action="store_true",
@@ -660,6 +663,10 @@ def main(argv=None) -> int:
                 free.put(copy)
             with lock:
                 results[i] = res
+                if args.json is not None:
+                    args.json.write_text(json.dumps([
+                        {"area": mutants[k].area, "file": mutants[k].file, "old": mutants[k].old, "new": mutants[k].new,
+                         "outcome": r[0], "seconds": round(r[1], 1)} for k, r in sorted(results.items())], indent=1))
                 print(f"[{len(results):3d}/{len(mutants)}] {res[0]:8s} {res[1]:5.1f} s  {mutants[i].area:7s} "
                       f"{mutants[i].name}", flush=True)
 
