@@ -20,6 +20,16 @@ copy; they must pass. No GPU is needed: the tests named are CPU tests.
 ``--module`` and ``--changed`` add mutants generated from each module's own code
 (bench/mutants/generated.py), reported per module, to the hand-written ones of the files named.
 
+    python3 bench/mutants/mutants.py --coverage map.cov --generated-only --changed HEAD~1 -j 2 --json out.json
+
+``--coverage FILE`` decides each mutant by the tests that run its lines (a map made once per commit
+with pytest-cov's test contexts, built on the unmutated copy when FILE does not exist: about the
+suite's time): a killed mutant takes seconds instead of its files' whole run. Lines no test runs
+in-process (a def's defaults, a constant) take the tests of their function, else of their module;
+a mutant no test reaches at all gets the import-based selection; ``--thorough`` gives that selection
+to every survivor too (code that runs only in a subprocess). ``--json`` writes each outcome as it
+comes (file, old, new), so a long run can be read while it runs.
+
 The 21 planted bugs are marked ``planted=True``; tests/test_planted_bugs.py holds a test for each;
 tests/test_mutants_survivors.py and tests/test_compare_edges.py the tests written for mutants that survived the suite.
 """
