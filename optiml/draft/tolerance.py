@@ -24,6 +24,8 @@ def _down(x: float) -> float:
     if x <= 0 or not math.isfinite(x):
         return x
     e = math.floor(math.log10(x))
+    if 10.0 ** e == 0.0:          # a subnormal past 1e-323: its power of ten underflows, it stays as it is
+        return x
     return math.floor(x / 10 ** e) * 10 ** e
 
 
