@@ -31,3 +31,19 @@ def fake_gpu_machine(monkeypatch, worker, sanitizer=None, settle: bool = False) 
         monkeypatch.setattr(sanitizer_module, "Sanitizer", sanitizer)
     if not settle:
         monkeypatch.setattr("optiml.runner.stages.SETTLE_S", 0.0)
+
+
+class FakeFuture:
+    """A FAKE dask future whose task already ran: its value, done, nothing to cancel."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self, timeout=None):
+        return self.value
+
+    def done(self):
+        return True
+
+    def cancel(self):
+        pass

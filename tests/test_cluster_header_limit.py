@@ -11,23 +11,10 @@ pytest.importorskip("distributed")
 import optiml.cluster as cluster_mod  # noqa: E402
 from optiml.cluster import DaskBuilder  # noqa: E402
 from optiml.errors import UserError  # noqa: E402
+from tests.fakes import FakeFuture  # noqa: E402
 
 LIMIT = 4096
 SOURCE = '#include "scale.cuh"\n__global__ void scale(float* x) { x[threadIdx.x] *= FACTOR; }\n'
-
-
-class FakeFuture:
-    def __init__(self, fn, args):
-        self.value = fn(*args)
-
-    def result(self, timeout=None):
-        return self.value
-
-    def done(self):
-        return True
-
-    def cancel(self):
-        pass
 
 
 class FakeInlineClient:
@@ -38,7 +25,7 @@ class FakeInlineClient:
 
     def submit(self, fn, *args, key=None, pure=None, resources=None, workers=None):
         self.sent.append((fn.__name__, args))
-        return FakeFuture(fn, args)
+        return FakeFuture(fn(*args))
 
 
 def header_of(size: int) -> bytes:

@@ -19,6 +19,7 @@ from optiml.cluster import ClusterHarness, GpuCluster  # noqa: E402
 from optiml.spec import Launch, load_spec  # noqa: E402
 from optiml.status import Status  # noqa: E402
 from optiml.verify.harness import Case, HarnessJob, HarnessResult, KernelBinary  # noqa: E402
+from tests.fakes import FakeFuture  # noqa: E402
 from tests.test_spec import KERNEL, SPEC, write  # noqa: E402
 
 H100, A100 = "NVIDIA H100", "NVIDIA A100"
@@ -58,20 +59,6 @@ class FakeGpuHere:
         return HarnessResult("ok", device_name=self.facts()["name"])
 
     def close(self):
-        pass
-
-
-class FakeFuture:
-    def __init__(self, value):
-        self.value = value
-
-    def result(self, timeout=None):
-        return self.value
-
-    def done(self):
-        return True
-
-    def cancel(self):
         pass
 
 
