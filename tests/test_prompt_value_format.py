@@ -1,0 +1,18 @@
+"""How the llm prompt (optiml/edits/prompt.py) writes a profile's values: a yes/no value as True or
+False (not as the integer 1 or 0 that a bool also is), None as None, numbers with separators."""
+from optiml.edits.prompt import fmt, profile
+from optiml.edits.types import NodeView
+
+
+def test_booleans_and_none_are_written_as_words_not_numbers():
+    assert fmt(True) == "True" and fmt(False) == "False" and fmt(None) == "None"
+    assert fmt(1234567) == "1,234,567" and fmt(0.123456) == "0.1235"
+
+
+def test_a_boolean_in_the_profile_reads_true_or_false():
+    view = NodeView(source="__global__ void k() {}", flags=(), entry="k",
+                    resources={"registers": 38, "barriers": True},
+                    metrics={"occupancy_limiters": False, "registers_per_thread": 38})
+    lines = profile(view)
+    assert "ptxas: registers 38, barriers True" in lines
+    assert "- occupancy_limiters: False" in lines and "- registers_per_thread: 38" in lines

@@ -1,0 +1,74 @@
+"""Trial runs that draft a first kernel's launch (optiml/draft/trial.py), checked with a fake host in
+place of the CPU emulation: a launch's text as the draft's comments show it, the sentence a run's score
+carries (empty where every output is right), the count of runs an Outcome reports, and the row count
+and row length among the extents and launches tried."""
+import numpy as np
+
+from optiml.draft.trial import Case, Launch, Trial, launches, size_exprs
+
+
+class FakeScaleHost:
+    """A fake of the emulation's HostKernel for ``y[i] = a * x[i]`` over ``i < n``, one thread an
+    element: each run computes, in numpy, what that launch would write, and is counted."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def run(self, grid, block, shared, values, timeout_s=20.0, sanitize=False):
+        self.calls += 1
+        y = np.array(values["y"], copy=True)
+        threads = int(np.prod(grid)) * int(np.prod(block))
+        m = min(int(values["n"]), threads, y.size)
+        y[:m] = values["a"] * values["x"][:m]
+        return {"y": y}
+
+
+def _case(n: int) -> Case:
+    x = np.arange(n, dtype=np.float32)
+    return Case({"N": n}, {"x": x, "y": np.full(n, np.nan, np.float32)}, {"x": None, "y": 0.5 * x})
+
+
+SCALARS = {"n": "N", "a": 0.5}
+
+
+def test_a_launch_without_shared_memory_says_none_and_one_with_it_says_how_much():
+    assert Launch(("cdiv(N, 256)",), ("256",)).text() == "grid [cdiv(N, 256)], block [256]"
+    assert Launch(("N", "4"), ("32", "8"), "4 * 256").text() == \
+        "grid [N, 4], block [32, 8], 4 * 256 bytes of shared memory"
+
+
+def test_a_run_that_gets_every_output_right_carries_no_sentence_and_a_short_one_names_the_output():
+    trial = Trial(FakeScaleHost(), [_case(300)], {})
+    assert trial.score(SCALARS, Launch(("cdiv(N, 32)",), ("32",)), _case(300)) == (1.0, "")
+    frac, why = trial.score(SCALARS, Launch(("2",), ("32",)), _case(300))      # 64 threads for 300 elements
+    assert frac < 1.0 and why == "y differ from the task's"
+
+
+def test_an_outcome_counts_exactly_the_runs_made():
+    """The drafted launch verifies: one run at the smaller case, then one under the sanitizer at each
+    case; the Outcome's count (said as "N tried" / "the N - 1 other ... tried") is those runs."""
+    host = FakeScaleHost()
+    trial = Trial(host, [_case(300), _case(200)], {})
+    out = trial.search({"n": ["N"], "a": [0.5]}, [Launch(("cdiv(N, 32)",), ("32",))])
+    assert out.verified and out.drafted_ok
+    assert out.tried == host.calls == trial.runs == 3
+
+
+def test_a_failed_search_counts_exactly_the_runs_made():
+    host = FakeScaleHost()
+    trial = Trial(host, [_case(300), _case(200)], {})
+    out = trial.search({"n": ["N"], "a": [0.5, 0.25]}, [Launch(("2",), ("32",)), Launch(("3",), ("32",))])
+    assert not out.verified
+    assert out.tried == host.calls == trial.runs > 0
+
+
+def test_a_rows_count_over_four_dimensions_comes_before_products_of_two_sizes():
+    """The leading dimensions' product (a row count) is tried right after the trailing ones' (a row's
+    length), before the products of any two sizes; the launches keep the first 8 extents, so it is
+    among the grids tried."""
+    dims = ["B", "C", "H", "W"]
+    got = size_exprs(dims, dims)
+    assert got[:9] == ["B", "C", "H", "W", "B * C * H * W", "C * H * W", "B * C * H", "H * W", "B * C"]
+    tried = launches("__global__ void k(float *y) { y[blockIdx.x] = 0.f; }", {}, dims, dims,
+                     Launch(("cdiv(B, 256)",), ("256",)))
+    assert (("B * C * H",), ("256",)) in [(la.grid, la.block) for la in tried]
