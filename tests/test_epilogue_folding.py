@@ -1,0 +1,36 @@
+"""What :func:`folded_store` folds after a GEMM's loop over k: scalar locals are folded into the one
+store; a pointer or array local there is not (None), so the caller refuses the kernel."""
+import pytest
+
+from optiml.edits.cutree import _tree
+from optiml.edits.templates.epilogue import folded_store
+from optiml.source import _walk
+
+GEMM = """__global__ void mm(const float *A, const float *B, float *C, int M, int N, int K) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.f;
+    for (int k = 0; k < K; k++) acc += A[row * K + k] * B[k * N + col];
+EPILOGUE}
+"""
+ACC_RE = r"(?<![\w.])acc(?![\w\[])"
+
+
+def fold(epilogue):
+    root = _tree(GEMM.replace("EPILOGUE", epilogue))
+    loop = next(n for n in _walk(root) if n.type == "for_statement")
+    return folded_store(loop, {"A", "B", "C"}, ACC_RE, "acc")
+
+
+def test_scalar_locals_fold_into_the_store():
+    out = fold("    float v = acc * 2.f;\n    if (v < 0.f) v *= 0.1f;\n    C[row * N + col] = v;\n")
+    assert out == ("C", "row * N + col", "(((acc * 2.f) < 0.f) ? ((acc * 2.f) * (0.1f)) : (acc * 2.f))")
+
+
+@pytest.mark.parametrize("local", [
+    "    float *out = C + row * N;\n",          # a pointer local
+    "    float v[2] = {acc, acc};\n",           # an array local
+])
+def test_a_pointer_or_array_local_is_not_folded(local):
+    assert fold("    C[row * N + col] = acc;\n") == ("C", "row * N + col", "acc")      # the control
+    assert fold(local + "    C[row * N + col] = acc;\n") is None
