@@ -5,6 +5,7 @@ rewrite computes what the kernel computes, element for element, and touches no m
 arrays, on a machine without a GPU."""
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
@@ -67,6 +68,7 @@ def _precompiled(shim: str, flags: tuple) -> Path | None:
     key = hashlib.sha256((shim + " ".join(flags)).encode()).hexdigest()[:16]
     if key not in _PCH:
         d = Path(tempfile.mkdtemp(prefix=f"optiml-host-pch-{os.getpid()}-{key}-"))
+        atexit.register(shutil.rmtree, d, True)       # about 80 MB a header: gone with the process
         (d / "optiml_shim.hpp").write_text(shim)
         r = subprocess.run([GXX, *flags, "-x", "c++-header", str(d / "optiml_shim.hpp"), "-o",
                             str(d / "optiml_shim.hpp.gch")], capture_output=True, text=True)
