@@ -113,20 +113,20 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
         runs.append(tuple(tests))
         return ("failed" if "tests/test_a.py::test_one" in tests else "passed"), 1.0, ""
     monkeypatch.setattr(tool, "pytest", fake_pytest)
-    m = tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",))
+    m = tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",), generated=True)
     assert tool.run_mutant(copy, m, 10, cov)[0] == "killed"
     assert runs == [("tests/test_a.py::test_one",)]
     runs.clear()
-    m = tool.Mutant("foo", "optiml/foo.py", "d = 4", "d = 5", ("tests/test_foo.py",))
+    m = tool.Mutant("foo", "optiml/foo.py", "d = 4", "d = 5", ("tests/test_foo.py",), generated=True)
     assert tool.run_mutant(copy, m, 10, cov)[0] == "survived"
     assert runs == [("tests/test_b.py::test_two[x-1]",)]
     runs.clear()
     assert tool.run_mutant(copy, m, 10, cov, thorough=True)[0] == "survived"
     assert runs == [("tests/test_b.py::test_two[x-1]",), ("tests/test_foo.py", *tool.PLANTED)]
     runs.clear()
-    m = tool.Mutant("foo", "optiml/foo.py", "a = 1", "a = 2", ("tests/test_foo.py",))
+    m = tool.Mutant("foo", "optiml/foo.py", "a = 1", "a = 2", ("tests/test_foo.py",), generated=True)
     (copy / "optiml" / "bar.py").write_text("x = 1\n")
-    tool.run_mutant(copy, tool.Mutant("bar", "optiml/bar.py", "x = 1", "x = 2", ("tests/test_bar.py",)), 10, cov)
+    tool.run_mutant(copy, tool.Mutant("bar", "optiml/bar.py", "x = 1", "x = 2", ("tests/test_bar.py",), generated=True), 10, cov)
     assert runs == [("tests/test_bar.py", *tool.PLANTED)]      # no test ran the module: the import-based ones
     runs.clear()
     tool.run_mutant(copy, m, 10, cov)                # line 1 ran at import only: the tests of the module's lines
@@ -138,4 +138,8 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
     data.write()
     cov = tool.CoverageMap(tmp_path / ".coverage", tmp_path)
     assert cov.tests_near("optiml/baz.py", src, 4, 4) == ("tests/test_c.py::test_f",)
+    # a hand-written mutant runs the tests written for it, whatever the map says
+    runs.clear()
+    tool.run_mutant(copy, tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",)), 10, cov)
+    assert runs == [("tests/test_foo.py", *tool.PLANTED)]
     assert (copy / "optiml" / "foo.py").read_text().startswith("a = 1\n\nb = 2")

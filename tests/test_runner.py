@@ -395,11 +395,13 @@ def test_a_candidate_not_yet_on_a_gpu_can_be_withdrawn(tmp_path):
     with pool:
         first = pool.submit(Candidate(src(32)))
         assert harnesses[0].started.wait(timeout=120)          # the first holds the GPU
-        queued = [pool.submit(Candidate(src(b))) for b in (64, 96, 128)]
-        time.sleep(0.5)
-        assert pool.withdraw(queued[1])
-        assert not pool.withdraw(first)                         # on the GPU already: its result will come
-        harnesses[0].gate.set()
+        try:                                                    # a failed check fails now, not after the gate's wait
+            queued = [pool.submit(Candidate(src(b))) for b in (64, 96, 128)]
+            time.sleep(0.5)
+            assert pool.withdraw(queued[1])
+            assert not pool.withdraw(first)                     # on the GPU already: its result will come
+        finally:
+            harnesses[0].gate.set()
         done = [f.result(timeout=120) for f in (first, queued[0], queued[2])]
         assert queued[1].cancelled()                            # dropped where it waited
         assert not pool.withdraw(queued[0])                     # finished

@@ -64,6 +64,7 @@ class Mutant:
     new: str
     tests: tuple[str, ...]
     planted: bool = False          # one of the 21 planted bugs
+    generated: bool = False        # made from the module's code (bench/mutants/generated.py), its tests by import
 
     @property
     def name(self) -> str:
@@ -575,7 +576,7 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
     if count != 1:
         return f"error: snippet found {count} times", 0.0
     covering: tuple[str, ...] = ()
-    if cov is not None:
+    if cov is not None and m.generated:      # a hand-written mutant names the tests written for it
         first = text[:text.index(m.old)].count("\n") + 1
         covering = cov.tests_near(m.file, text, first, first + m.old.count("\n"))
     try:
@@ -643,7 +644,8 @@ def main(argv=None) -> int:
                 print(f"mutants.py: {mod} is not a Python module.", file=sys.stderr)
                 return 2
             area = ".".join(mod.relative_to(repo).with_suffix("").parts[1:])
-            mutants += [Mutant(area, f, old, new, tests) for f, old, new, tests in generate(mod, repo, args.per_module)]
+            mutants += [Mutant(area, f, old, new, tests, generated=True)
+                        for f, old, new, tests in generate(mod, repo, args.per_module)]
     if args.list:
         for i, m in enumerate(mutants, 1):
             print(f"{i:3d} {m.area:7s} {'*' if m.planted else ' '} {m.name}  ->  {m.new.strip()[:50]!r}")
