@@ -50,3 +50,12 @@ def test_rounding_down_a_subnormal_past_1e_323_keeps_it_instead_of_dividing_by_z
     ZeroDivisionError, reachable through a float64 draft with an RMS near 1e-314)."""
     from optiml.draft.tolerance import _down
     assert _down(5e-324) == 5e-324 and _down(3.5e-9) == pytest.approx(3e-9)
+
+
+def test_a_single_term_is_not_called_a_sum_in_the_drafted_reason():
+    """The reason beside a drafted tolerance mentions sums only where more than one term is summed."""
+    from optiml.draft.tolerance import draft_tolerance
+    one = draft_tolerance("float32", reduction=1)
+    many = draft_tolerance("float32", reduction=4)
+    assert one is not None and "sums of" not in one[1]
+    assert many is not None and "sums of 4 terms" in many[1]

@@ -718,3 +718,15 @@ def test_the_cluster_form_is_offered_beside_the_row_template_on_hopper_where_a_b
     t = next(t for t in ROW_TEMPLATES if t.name == "row_cluster")
     assert all(p["OPTIML_THREADS"] * p["OPTIML_VEC"] * p["OPTIML_ITEMS"] <= 49152 and
                p["OPTIML_THREADS"] * p["OPTIML_VEC"] * p["OPTIML_SITEMS"] <= 49152 for p in t.points())
+
+
+def test_a_softmaxs_description_counts_its_max_and_sum_read_in_one_pass():
+    """A softmax read as one online step (its max and its sum of exponentials in one pass) is
+    described with its two reductions, as the trajectory shows it: it read "0 reductions ()"."""
+    from optiml.spec.load import load_spec
+    k = Path(__file__).resolve().parents[1] / "bench" / "templates" / "operations" / "softmax_kb.cu"
+    src = k.read_text()
+    spec = load_spec(k.with_suffix(".toml"), k, kernel_source=src)
+    op, why = recognize_rowwise(src, spec.entry, spec)
+    assert op is not None and any(s.kind == "online" for s in op.steps), why
+    assert "2 reductions (fmaxf, sum) then an elementwise map" in op.describe()

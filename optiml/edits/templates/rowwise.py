@@ -73,8 +73,10 @@ class RowOp:
         return self.i != "1"
 
     def describe(self) -> str:
-        n_red = sum(len(s.accs) for s in self.steps if s.kind == "reduce")
-        ops = sorted({("sum" if op == "+" else op) for s in self.steps if s.kind == "reduce" for _, op in s.accs})
+        # an "online" step is two reductions read in one pass (a softmax's max and sum of exponentials)
+        n_red = sum(len(s.accs) for s in self.steps if s.kind in ("reduce", "online"))
+        ops = sorted({("sum" if op == "+" else op) for s in self.steps if s.kind in ("reduce", "online")
+                      for _, op in s.accs})
         where = f"dimension {self.dim} (size {self.j}, stride {self.i})" if self.strided else f"each row of {self.j}"
         return (f"row-wise {self.x} -> {self.y} over {where}: {n_red} reduction{'s' * (n_red != 1)} "
                 f"({', '.join(ops)}) then {'one value a row' if self.reduced else 'an elementwise map'}")
