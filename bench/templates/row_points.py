@@ -17,32 +17,45 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) < 4:
-        print(__doc__, file=sys.stderr)
-        return 2
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Each POINT is a JSON object of the template's constants ('{}': its start).")
+    ap.add_argument("kernel", help="a first kernel under bench/templates, e.g. operations/softmax_kb.cu")
+    ap.add_argument("template", help="a row template: row_reduce, col_reduce or row_cluster")
+    ap.add_argument("out", type=Path, help="the folder the kernels are written to")
+    ap.add_argument("points", nargs="+", metavar="POINT")
+    args = ap.parse_args(argv)
     from optiml.edits.templates.rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
     from optiml.spec.load import load_spec
-    kernel = Path(__file__).resolve().parent / argv[0]
-    out = Path(argv[2])
-    out.mkdir(parents=True, exist_ok=True)
+    kernel = Path(__file__).resolve().parent / args.kernel
+    if not kernel.is_file():
+        print(f"row_points.py: no kernel {kernel}", file=sys.stderr)
+        return 2
+    t = next((t for t in ROW_TEMPLATES if t.name == args.template), None)
+    if t is None:
+        print(f"row_points.py: no row template {args.template} (there are {', '.join(t.name for t in ROW_TEMPLATES)})",
+              file=sys.stderr)
+        return 2
+    try:
+        given = [json.loads(p) for p in args.points]
+    except json.JSONDecodeError as e:
+        print(f"row_points.py: a POINT is not a JSON object: {e}", file=sys.stderr)
+        return 2
     src = kernel.read_text()
     spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
     op, why = recognize_rowwise(src, spec.entry, spec)
     if op is None:
-        print(f"{argv[0]}: {why}", file=sys.stderr)
+        print(f"{args.kernel}: {why}", file=sys.stderr)
         return 1
-    t = next((t for t in ROW_TEMPLATES if t.name == argv[1]), None)
-    if t is None:
-        print(f"no row template {argv[1]} (there are {', '.join(t.name for t in ROW_TEMPLATES)})", file=sys.stderr)
-        return 2
-    for i, given in enumerate(argv[3:]):
-        point = dict(t.start_for(op), **json.loads(given))
-        path = out / f"{kernel.stem}_{i}.cu"
+    args.out.mkdir(parents=True, exist_ok=True)
+    for i, g in enumerate(given):
+        point = dict(t.start_for(op), **g)
+        path = args.out / f"{kernel.stem}_{i}.cu"
         path.write_text(instantiate_rowwise(src, op, point, t.name))
         print(path, " ".join(f"{k.removeprefix('OPTIML_')}={v}" for k, v in point.items()))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
