@@ -126,10 +126,6 @@ class HarnessResult:
     phases: dict[str, float] = field(default_factory=dict)   # seconds in the child: verify, time, ...
 
     @property
-    def verified(self) -> bool:
-        return self.status == "ok"
-
-    @property
     def failed_checks(self) -> list[CaseCheck]:
         return [c for c in self.checks if not c.passed]
 
