@@ -1,13 +1,14 @@
-"""optiml.verify.gpu._launch's one decision made before a launch: a block whose shared memory,
-static and dynamic together, passes 48 KB needs the dynamic part allowed first (the driver refuses
-the launch otherwise: 'invalid argument'). A fake function and driver stand in for pycuda; what the
-GPU does with the launch is checked on the GPU (tests/gpu)."""
+"""optiml.verify.gpu's one decision made when a binary is loaded: a block whose shared memory,
+static and dynamic together, passes 48 KB needs the dynamic part allowed before it is launched (the
+driver refuses the launch otherwise: 'invalid argument'), for the largest of the binary's launches.
+A fake function and driver stand in for pycuda; what the GPU does with the launch is checked on the
+GPU (tests/gpu)."""
 from types import SimpleNamespace
 
 import pytest
 
 from optiml.spec import Launch
-from optiml.verify.gpu import _launch
+from optiml.verify.gpu import _allow_dynamic_shared, _launch
 
 
 class FakeFunction:
@@ -36,5 +37,7 @@ def test_dynamic_shared_memory_is_allowed_when_static_and_dynamic_together_pass_
     gpu = SimpleNamespace(drv=SimpleNamespace(function_attribute=SimpleNamespace(
         SHARED_SIZE_BYTES="SHARED_SIZE_BYTES", MAX_DYNAMIC_SHARED_SIZE_BYTES="MAX_DYNAMIC_SHARED_SIZE_BYTES")), stream=None)
     fn = FakeFunction(static)
-    _launch(gpu, fn, Launch((1, 1, 1), (256, 1, 1), dynamic), [])
+    small, large = Launch((1, 1, 1), (256, 1, 1), 0), Launch((1, 1, 1), (256, 1, 1), dynamic)
+    _allow_dynamic_shared(gpu.drv, fn, (small, large, small))      # the binary's launches, one a size
+    _launch(gpu, fn, large, [])
     assert fn.allowed == allowed and fn.calls == [dynamic]

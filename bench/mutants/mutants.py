@@ -395,8 +395,8 @@ MUTANTS: list[Mutant] = [
     M("timing", "optiml/verify/gpu_timing.py", "        runs.append(call)\n", "", ("tests/test_baseline_run.py",)),
     M("timing", "optiml/app/optimize.py", "        if not ev.ok and vendor is not None:\n",
       "        if False and not ev.ok and vendor is not None:\n", ("tests/test_final_choice.py",)),
-    M("timing", "optiml/verify/gpu.py", "if launch.shared_mem and launch.shared_mem + fn.get_attribute(",
-      "if launch.shared_mem > 48 * 1024 and launch.shared_mem + fn.get_attribute(", ("tests/test_gpu_launch_attributes.py",)),
+    M("timing", "optiml/verify/gpu.py", "if need and need + fn.get_attribute(",
+      "if need > 48 * 1024 and need + fn.get_attribute(", ("tests/test_gpu_launch_attributes.py",)),
     # -- store -------------------------------------------------------------------------------------
     M("store", "optiml/traces/store.py", "\" WHERE id = ? AND status = 'pending'\", (os.getpid()",
       "\" WHERE id = ?\", (os.getpid()", STORE, planted=True),

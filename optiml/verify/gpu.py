@@ -96,6 +96,7 @@ class Gpu:
             mod = self._modules[kb.cubin_path] = self.drv.module_from_file(kb.cubin_path)
         fn = mod.get_function(kb.symbol)
         fn.prepare("".join("P" if a.is_array else _STRUCT[a.dtype] for a in spec.args))
+        _allow_dynamic_shared(self.drv, fn, kb.launches)
         return mod, fn
 
     def enable_ops(self, cubin_path: str | None) -> None:
@@ -122,11 +123,16 @@ class Gpu:
             pass
 
 
+def _allow_dynamic_shared(drv, fn, launches) -> None:
+    """Past 48 KB a block, static and dynamic together, the dynamic part must be allowed before a
+    launch (the driver refuses it otherwise: 'invalid argument'): once, when the binary is loaded,
+    for the largest of its launches (not before every launch, inside the timed region)."""
+    need = max((launch.shared_mem for launch in launches), default=0)
+    if need and need + fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES) > 48 * 1024:
+        fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, need)
+
+
 def _launch(gpu: Gpu, fn, launch: Launch, args: list) -> None:
-    drv = gpu.drv
-    # past 48 KB a block, static and dynamic together, the dynamic part must be allowed first
-    if launch.shared_mem and launch.shared_mem + fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES) > 48 * 1024:
-        fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_mem)
     fn.prepared_async_call(launch.grid, launch.block, gpu.stream, *args, shared_size=launch.shared_mem)
 
 
