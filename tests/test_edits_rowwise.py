@@ -710,10 +710,14 @@ def test_the_cluster_form_is_offered_beside_the_row_template_on_hopper_where_a_b
         return [t.edit for t in template_transforms(src, spec.entry, spec, arch=arch)[0]]
 
     long_rows = offered("softmax_kb", "sm_90")
-    assert [e.split(" (")[0] for e in long_rows] == ["template row_reduce", "template row_cluster"]
+    assert [e.split(" (")[0] for e in long_rows] == ["template row_reduce", "template row_cluster", "template row_grid"]
     # two blocks an SM, each its part half in registers, half in shared memory, ptxas held to two blocks
     assert all(w in long_rows[1] for w in ("CLUSTER 8", "THREADS 512", "VEC 4", "ITEMS 12", "SITEMS 12", "MINB 2")), long_rows[1]
-    assert [e.split(" (")[0] for e in offered("softmax_kb", "sm_80")] == ["template row_reduce"]
+    assert all(w in long_rows[2] for w in ("GROUP 8", "THREADS 512", "VEC 4", "ITEMS 12", "SITEMS 12", "MINB 2")), long_rows[2]
+    # before Hopper no clusters, but a group of blocks (sm_70: __nanosleep and acquire loads); before that neither
+    assert [e.split(" (")[0] for e in offered("softmax_kb", "sm_80")] == ["template row_reduce", "template row_grid"]
+    assert [e.split(" (")[0] for e in offered("softmax_kb", "sm_70")] == ["template row_reduce", "template row_grid"]
+    assert [e.split(" (")[0] for e in offered("softmax_kb", "sm_61")] == ["template row_reduce"]
     assert [e.split(" (")[0] for e in offered("layernorm_rows", "sm_90")] == ["template row_reduce"]
     t = next(t for t in ROW_TEMPLATES if t.name == "row_cluster")
     assert all(p["OPTIML_THREADS"] * p["OPTIML_VEC"] * p["OPTIML_ITEMS"] <= 49152 and
@@ -730,3 +734,85 @@ def test_a_softmaxs_description_counts_its_max_and_sum_read_in_one_pass():
     op, why = recognize_rowwise(src, spec.entry, spec)
     assert op is not None and any(s.kind == "online" for s in op.steps), why
     assert "2 reductions (fmaxf, sum) then an elementwise map" in op.describe()
+
+
+def _row_op(name):
+    from optiml.spec.load import load_spec
+    k = Path(__file__).resolve().parents[1] / "bench" / "templates" / "operations" / f"{name}.cu"
+    src = k.read_text()
+    spec = load_spec(k.with_suffix(".toml"), k, kernel_source=src)
+    op, why = recognize_rowwise(src, spec.entry, spec)
+    assert op is not None, why
+    return src, op
+
+
+@pytest.mark.parametrize("name", ["softmax_kb", "layernorm_rows"])
+def test_the_grid_form_spreads_a_row_over_a_group_of_blocks_meeting_in_global_memory_and_compiles(tmp_path, name):
+    """row_grid (row_reduce.cu.j2 with `grid`): GROUP blocks a row, each block its ticket (its row and
+    rank), its part of the row, the reductions through the slot's partial results, every block at its
+    end leaving the slot and counting itself done; the group at most the GPU's SMs (%nsmid); only rank 0
+    stores a row's one value. It compiles for sm_80 at its start and at the ends of its space (the host
+    emulation runs blocks one after another: the GPU verifies what it computes)."""
+    src, op = _row_op(name)
+    t = next(t for t in ROW_TEMPLATES if t.name == "row_grid")
+    assert t.grouped and t.split and not t.cluster
+    start = t.start_for(op)
+    assert start["OPTIML_ROWS"] == 1 and start in t.points()
+    out = instantiate_rowwise(src, op, start, "row_grid")
+    for w in ("atomicAdd(&optiml_g_ticket, 1u)", "optiml_grid_allreduce", "optiml_grid_leave(optiml_gs);",
+              "optiml_grid_done();", "%%nsmid", "#define OPTIML_GMAX 128", "ld.acquire.gpu"):
+        assert w in out, w
+    assert "__cluster_dims__" not in out and "optiml_cluster_allreduce" not in out
+    assert parse_source(out).launch.grid == (f"({op.o_size}) * OPTIML_GROUP",)
+    plain = instantiate_rowwise(src, op)
+    assert not any(w in plain for w in ("optiml_grid", "optiml_g_ticket", "optiml_rank"))
+    cluster = instantiate_rowwise(src, op, None, "row_cluster")
+    assert "optiml_grid" not in cluster and "optiml_g_ticket" not in cluster
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.test_edits_templates import build
+    points = [start, t.points()[0], t.points()[-1]]
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda ip: build(tmp_path, instantiate_rowwise(src, op, ip[1], "row_grid"), f"g{ip[0]}",
+                                              ("-arch=sm_80",)), enumerate(points)))
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-400:] for r in runs if r.returncode][:1]
+
+
+def test_the_grid_forms_start_fills_the_gpu_with_few_rows_and_holds_a_part_on_chip():
+    """The start of row_grid: the smallest group whose blocks hold their part of the row on chip
+    (two blocks an SM where they can), but with few rows a group large enough that the rows' blocks
+    fill a large GPU (128 blocks): KernelBench 40's 16 rows of 4 M values take groups of 128 (a
+    part of 32 K values, two blocks an SM), 4 rows of KernelBench 23's length groups of 32, and its
+    4096 rows groups of 8."""
+    import dataclasses
+    _, op = _row_op("softmax_kb")
+    t = next(t for t in ROW_TEMPLATES if t.name == "row_grid")
+    many = t.start_for(dataclasses.replace(op, o_timing=4096))
+    assert many["OPTIML_GROUP"] == 8 and many["OPTIML_MINB"] == 2, many
+    few = t.start_for(dataclasses.replace(op, o_timing=4))
+    assert few["OPTIML_GROUP"] == 32, few
+    kb40 = t.start_for(dataclasses.replace(op, o_timing=16, j_timing=64 * 256 * 256))
+    assert kb40["OPTIML_GROUP"] == 128 and kb40["OPTIML_MINB"] == 2, kb40
+    part = 64 * 256 * 256 // 128
+    assert part <= kb40["OPTIML_THREADS"] * kb40["OPTIML_VEC"] * (kb40["OPTIML_ITEMS"] + kb40["OPTIML_SITEMS"])
+    # the cluster form ignores the rows: its clusters are as small as hold the row
+    c = next(t for t in ROW_TEMPLATES if t.name == "row_cluster")
+    assert c.start_for(dataclasses.replace(op, o_timing=4))["OPTIML_CLUSTER"] == 8
+
+
+def test_the_grid_form_is_not_offered_for_a_program_that_can_return_early():
+    """Every block of a group must reach its end, where it frees its slot and counts itself done: a
+    program holding a `return` would leave the next group (and the next launch) waiting, so it gets
+    row_reduce and the cluster form only."""
+    import dataclasses
+
+    from optiml.edits.templates import _row_offers
+    src, op = _row_op("softmax_kb")
+    names = [t.edit.split(" (")[0] for t in _row_offers(src, op, "sm_90", "program")[0]]
+    assert names == ["template row_reduce", "template row_cluster", "template row_grid"]
+    steps = (op.steps[0], dataclasses.replace(op.steps[-1], body="if (optiml_v != optiml_v) return; " + op.steps[-1].body))
+    early = dataclasses.replace(op, steps=op.steps[:-1] + steps[1:])
+    names = [t.edit.split(" (")[0] for t in _row_offers(src, early, "sm_90", "program")[0]]
+    assert names == ["template row_reduce", "template row_cluster"]

@@ -337,8 +337,16 @@ MUTANTS: list[Mutant] = [
       "const int m0 = (optiml_first + optiml_in_band / optiml_rows) * BM", ("tests/test_templates_on_host.py",)),
     # row_cluster: offered on Hopper where a block cannot hold a row; its part sized to the registers; a
     # cluster attribute the grammar lacks kept out of the parse
-    M("templates", "optiml/edits/templates/__init__.py", "and arch is not None and _sm(arch) >= 90:",
-      "and arch is not None and _sm(arch) >= 100:", ("tests/test_edits_rowwise.py",)),
+    M("templates", "optiml/edits/templates/__init__.py", "if (c.cluster and _sm(arch) >= 90) or",
+      "if (c.cluster and _sm(arch) >= 100) or", ("tests/test_edits_rowwise.py",)),
+    # row_grid: offered from sm_70 (its waits), never for a program that can return before its slot is
+    # freed; its start fills a large GPU with few rows
+    M("templates", "optiml/edits/templates/__init__.py", "and arch is not None and _sm(arch) >= 70:",
+      "and arch is not None and _sm(arch) >= 60:", ("tests/test_edits_rowwise.py",)),
+    M("templates", "optiml/edits/templates/__init__.py", '(c.grouped and not re.search(r"\\breturn\\b", repr(op.steps)))',
+      "c.grouped", ("tests/test_edits_rowwise.py",)),
+    M("templates", "optiml/edits/templates/rowwise.py", "max(op.o_timing, 1) * p[key] >= 128",
+      "max(op.o_timing, 1) * p[key] >= 1", ("tests/test_edits_rowwise.py",)),
     M("templates", "optiml/edits/templates/rowwise.py", '"OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152",',
       '"OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 65536",', ("tests/test_edits_rowwise.py",)),
     M("templates", "optiml/source.py", r'_UNKNOWN_ATTRIBUTES = re.compile(r"\b(?:__cluster_dims__|__maxnreg__)',

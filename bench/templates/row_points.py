@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="Each POINT is a JSON object of the template's constants ('{}': its start).")
     ap.add_argument("kernel", help="a first kernel under bench/templates, e.g. operations/softmax_kb.cu")
-    ap.add_argument("template", help="a row template: row_reduce, col_reduce or row_cluster")
+    ap.add_argument("template", help="a row template: row_reduce, col_reduce, row_cluster or row_grid")
     ap.add_argument("out", type=Path, help="the folder the kernels are written to")
     ap.add_argument("points", nargs="+", metavar="POINT")
     args = ap.parse_args(argv)

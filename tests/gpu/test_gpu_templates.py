@@ -128,6 +128,36 @@ def test_the_row_templates_verify_behind_each_row_wise_first_kernel(tmp_path, na
     assert not bad, bad[:3]
 
 
+@pytest.mark.parametrize("form", ["row_grid", "row_cluster"])
+@pytest.mark.parametrize("name", sorted(ROW_KERNELS))
+def test_the_forms_that_spread_a_row_over_blocks_verify_behind_each_contiguous_row_kernel(tmp_path, name, form):
+    """row_grid (a group of blocks meeting in global memory) and row_cluster (sm_90) at their start,
+    the ends of their space and points spread across it, behind every first kernel with contiguous
+    rows: the specs' rows longer than any point's part and sizes no vector divides, several groups a
+    slot's generation apart at the larger sizes, and the launch run again for the timing check."""
+    from optiml.edits.templates.rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
+    arch = detect_arch()
+    if form == "row_cluster" and int(arch.removeprefix("sm_").rstrip("a")) < 90:
+        pytest.skip("thread-block clusters need sm_90")
+    kernel = ROW_KERNELS[name]
+    src = kernel.read_text()
+    spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
+    op, why = recognize_rowwise(src, spec.entry, spec)
+    assert op is not None, why
+    if op.strided:
+        pytest.skip("a strided reduction: col_reduce's layout")
+    t = next(t for t in ROW_TEMPLATES if t.name == form)
+    every = t.points()
+    points = [t.start_for(op), every[0], every[-1], *every[len(every) // 7::len(every) // 6]]
+    prep = Preparer(spec, src, NvccBuilder(arch, cache_dir=tmp_path / "c"), include_dir=kernel.parent)
+    with Runner(standard_stages(prep), (0,), harness_factory=lambda d: WorkerHarness(d, timeout_s=300),
+                build_workers=os.cpu_count(), workers_per_gpu=1) as runner:
+        futures = [runner.submit(Candidate(instantiate_rowwise(src, op, p, t.name), name="t.cu"), profile=False,
+                                 time_it=True) for p in points]
+        bad = [(p, ev.status, ev.message) for p, f in zip(points, futures) if (ev := f.result()).status != "ok"]
+    assert not bad, bad[:3]
+
+
 FLAT_KERNELS = {
     "silu": TASKS.parent / "rewrites" / "silu.cu",
     "bias_gelu": TASKS / "bias_gelu.cu",

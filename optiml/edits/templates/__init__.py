@@ -600,17 +600,20 @@ def _rowwise_transforms(source: str, entry: str, spec, arch: str | None = None) 
 
 
 def _row_offers(source: str, op, arch: str | None, what_runs: str) -> tuple[list[Transform], str | None]:
-    """The row template of ``op``'s layout; beside it, on a GPU with thread-block clusters (sm_90 and
-    later), the cluster form where the row is longer than one block's registers hold (rows the plain
-    template would read twice)."""
+    """The row template of ``op``'s layout; beside it, where the row is longer than one block's
+    registers hold (rows the plain template would read twice), the forms that spread a row over
+    several blocks: over a group of blocks meeting in global memory (sm_70 and later: the waits need
+    ``__nanosleep`` and acquire loads) and over a thread-block cluster (sm_90 and later)."""
     from .rowwise import ROW_TEMPLATES, instantiate_rowwise
-    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided and not t.cluster)
+    t = next(t for t in ROW_TEMPLATES if t.strided == op.strided and not t.split)
     out, why = _offered(source, op, t, instantiate_rowwise, what_runs)
-    if out and not op.strided and arch is not None and _sm(arch) >= 90:
+    if out and not op.strided and arch is not None and _sm(arch) >= 70:
         start = t.start_for(op)
         if op.j_timing > start["OPTIML_THREADS"] * start["OPTIML_VEC"] * start["OPTIML_ITEMS"]:
-            c = next(c for c in ROW_TEMPLATES if c.cluster)
-            out += _offered(source, op, c, instantiate_rowwise, what_runs)[0]
+            for c in ROW_TEMPLATES:
+                # (the grid form: every block must reach its end, where it frees its slot)
+                if (c.cluster and _sm(arch) >= 90) or (c.grouped and not re.search(r"\breturn\b", repr(op.steps))):
+                    out += _offered(source, op, c, instantiate_rowwise, what_runs)[0]
     return out, why
 
 

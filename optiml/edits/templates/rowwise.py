@@ -65,6 +65,7 @@ class RowOp:
     steps: tuple
     j_timing: int = 0
     i_timing: int = 1
+    o_timing: int = 0              # the rows (O) at the timing size, 0 where unknown
     dim: int = 0
     reduced: bool = False          # Y holds one value a row (the program ends in a "store" step), else one an element
 
@@ -95,12 +96,19 @@ class RowTemplate(Spaced):
     flags: tuple = ()
     file: str = ""                 # its Jinja2 file's stem where not its name
     cluster: bool = False          # a row over a thread-block cluster (sm_90): row_reduce.cu.j2's cluster form
+    grouped: bool = False          # a row over a group of blocks meeting in global memory: its grid form
     shared_mem: str = "0"          # dynamic shared memory a block ({size}: the bytes of an input element)
+
+    @property
+    def split(self) -> bool:
+        """A row over several blocks (the cluster or the grid form)."""
+        return self.cluster or self.grouped
 
     def start_for(self, op: RowOp) -> dict:
         """A starting point for the timing size: the row cached in registers when it fits in 64
         values a thread, wide loads where the size allows."""
-        if self.cluster:           # the fewest blocks that hold the row, two blocks an SM where they can
+        if self.cluster or self.grouped:   # the fewest blocks that hold the row, two blocks an SM where they can
+            key = "OPTIML_CLUSTER" if self.cluster else "OPTIML_GROUP"
             j = max(op.j_timing, 1)
             size = _SIZE.get(op.x_type, 4)
             vec = next(v for v in (8, 4, 2, 1) if v * size <= 16 and j % v == 0)
@@ -109,17 +117,20 @@ class RowTemplate(Spaced):
                 t, items, sitems = p["OPTIML_THREADS"], p["OPTIML_ITEMS"], p["OPTIML_SITEMS"]
                 return (2 * t * vec * items * size // 4 <= 49152
                         and 2 * (t * vec * sitems * size + 2048) <= 227 * 1024)
-            fits = [p for p in self.points() if p["OPTIML_VEC"] == vec and -(-j // p["OPTIML_CLUSTER"])
+            def filled(p):         # the grid form: enough blocks for every SM of a large GPU
+                return not self.grouped or max(op.o_timing, 1) * p[key] >= 128
+            fits = [p for p in self.points() if p["OPTIML_VEC"] == vec and -(-j // p[key])
                     <= p["OPTIML_THREADS"] * vec * (p["OPTIML_ITEMS"] + p["OPTIML_SITEMS"])]
             if fits:
-                # two blocks an SM (one loads while the other reduces and stores), the smallest cluster, the
-                # tightest fit, registers before shared memory, and at a tie the fewer threads (no spills)
-                # (MINB: the blocks an SM ptxas must fit, 2 exactly where two can)
-                return min(fits, key=lambda p: (not two_an_sm(p), p["OPTIML_CLUSTER"],
+                # (the grid form: the GPU filled), two blocks an SM (one loads while the other reduces and
+                # stores), the smallest cluster or group, the tightest fit, registers before shared memory,
+                # and at a tie the fewer threads (no spills) (MINB: the blocks an SM ptxas must fit, 2
+                # exactly where two can)
+                return min(fits, key=lambda p: (not filled(p), not two_an_sm(p), p[key],
                                                 p["OPTIML_THREADS"] * (p["OPTIML_ITEMS"] + p["OPTIML_SITEMS"]),
                                                 p["OPTIML_SITEMS"], p["OPTIML_THREADS"], p["OPTIML_MINB"] != 1 + two_an_sm(p)))
             return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": 4, "OPTIML_SITEMS": 0,
-                    "OPTIML_CLUSTER": max(self.space["OPTIML_CLUSTER"]), "OPTIML_MINB": 1}   # streamed: read twice
+                    key: max(self.space[key]), "OPTIML_MINB": 1}   # streamed: read twice
         if not self.strided:
             j = max(op.j_timing, 1)
             vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
@@ -137,6 +148,15 @@ class RowTemplate(Spaced):
         threads = 256 if 256 // fs >= 32 else 512            # at least a warp of columns
         return {"OPTIML_THREADS": threads, "OPTIML_FS": fs, "OPTIML_VEC": vec, "OPTIML_ITEMS": items}
 
+
+# The forms that spread a row over blocks (a cluster, a group): each block's part of the row in at most
+# 48 K of the SM's 64 K registers (no spills at 1024 threads x 48 floats or 512 x 96), the rest for the
+# indices and the reductions; the part past the registers in at most 48 K values of shared memory (192 KB
+# of floats); with the cluster or group size, and MINB (the blocks an SM ptxas must fit)
+_SPLIT_SPACE = {"OPTIML_THREADS": [256, 512, 1024], "OPTIML_ROWS": [1], "OPTIML_VEC": [1, 2, 4, 8],
+                "OPTIML_ITEMS": [4, 8, 12, 16, 24, 32], "OPTIML_SITEMS": [0, 12, 24, 48]}
+_SPLIT_RESTRICTIONS = ("OPTIML_VEC * OPTIML_ITEMS <= 96", "OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152",
+                       "OPTIML_THREADS * OPTIML_VEC * OPTIML_SITEMS <= 49152")
 
 ROW_TEMPLATES = (
     RowTemplate("row_reduce", False,
@@ -156,20 +176,20 @@ ROW_TEMPLATES = (
                 "threads, its values kept in registers (ITEMS a thread) when they fit, partial results "
                 "combined through shared memory", 1.2,
                 threads="OPTIML_THREADS", grid="cdiv({i}, (OPTIML_THREADS / OPTIML_FS) * OPTIML_VEC) * ({o})"),
-    RowTemplate("row_cluster", False,
-                {"OPTIML_THREADS": [256, 512, 1024], "OPTIML_ROWS": [1], "OPTIML_VEC": [1, 2, 4, 8],
-                 "OPTIML_ITEMS": [4, 8, 12, 16, 24, 32], "OPTIML_SITEMS": [0, 12, 24, 48], "OPTIML_CLUSTER": [2, 4, 8],
-                 "OPTIML_MINB": [1, 2]},
-                # a block's part of the row in at most 48 K of the SM's 64 K registers (no spills at 1024
-                # threads x 48 floats or 512 x 96), the rest for the indices and the reductions; the part
-                # past the registers in at most 48 K values of shared memory (192 KB of floats)
-                ("OPTIML_VEC * OPTIML_ITEMS <= 96", "OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152",
-                 "OPTIML_THREADS * OPTIML_VEC * OPTIML_SITEMS <= 49152"),
+    RowTemplate("row_cluster", False, dict(_SPLIT_SPACE, OPTIML_CLUSTER=[2, 4, 8], OPTIML_MINB=[1, 2]), _SPLIT_RESTRICTIONS,
                 "a row over a cluster of CLUSTER blocks (Hopper), each block its part of the row in registers "
                 "(ITEMS vectors of VEC elements a thread) and shared memory (SITEMS more), each reduction over the block and then over the "
                 "cluster's blocks through distributed shared memory: a row read once however long, and few "
                 "rows still fill the GPU", 1.2,
                 threads="OPTIML_THREADS", grid="({o}) * OPTIML_CLUSTER", file="row_reduce", cluster=True,
+                shared_mem="OPTIML_SITEMS * OPTIML_THREADS * OPTIML_VEC * {size}"),
+    RowTemplate("row_grid", False, dict(_SPLIT_SPACE, OPTIML_GROUP=[8, 16, 32, 64, 128], OPTIML_MINB=[1, 2]), _SPLIT_RESTRICTIONS,
+                "a row over a group of GROUP blocks (at most the GPU's SMs; blocks numbered by tickets in the "
+                "order they run, so a group's blocks all run), each block its part of the row in registers and "
+                "shared memory as in row_cluster, each reduction over the block and then over the group's "
+                "blocks through global memory: a few long rows fill the GPU, and the groups at work at once "
+                "hold a few rows, whose second read comes from L2 where a part does not fit", 1.2,
+                threads="OPTIML_THREADS", grid="({o}) * OPTIML_GROUP", file="row_reduce", grouped=True,
                 shared_mem="OPTIML_SITEMS * OPTIML_THREADS * OPTIML_VEC * {size}"),
 )
 
@@ -277,7 +297,8 @@ def recognize_rowwise(source: str, entry: str, spec) -> tuple[RowOp | None, str 
     return RowOp(entry=entry, x=x.name, y=y.name, x_type=_ELEMENT[x.dtype], y_type=_ELEMENT[y.dtype],
                  o=o, j=kernel_size(shape[dim]), i=i, o_size=_product(shape[:dim]),
                  j_size=shape[dim], i_size=_product(shape[dim + 1:]), steps=tuple(steps), j_timing=tval([shape[dim]]),
-                 i_timing=tval(shape[dim + 1:]) if dim + 1 < len(shape) else 1, dim=dim), None
+                 i_timing=tval(shape[dim + 1:]) if dim + 1 < len(shape) else 1, o_timing=tval(shape[:dim]) if dim else 1,
+                 dim=dim), None
 
 
 _MAX = re.compile(r"optiml_p_(\w+) = (?:fmaxf|fmax|max)\(optiml_p_\1, (.+)\);")
@@ -1105,11 +1126,12 @@ def instantiate_rowwise(source: str, op: RowOp, values: dict | None = None, temp
     """``source`` with its entry replaced by the row template (``template``, else the one for the
     op's layout) behind the same signature, its constants ``values`` (else the start for the timing
     size) and its launch line."""
-    t = next(x for x in ROW_TEMPLATES if (x.name == template if template else x.strided == op.strided and not x.cluster))
+    t = next(x for x in ROW_TEMPLATES if (x.name == template if template else x.strided == op.strided and not x.split))
     root = _tree(source)
     fn, fdecl = _entry_def(root, op.entry)
     vals = dict(t.start_for(op), **(values or {}))
-    text = render(f"{t.file or t.name}.cu.j2", op=op, steps=op.steps, values=vals, cluster=t.cluster,
+    text = render(f"{t.file or t.name}.cu.j2", op=op, steps=op.steps, values=vals, cluster=t.cluster, grid=t.grouped,
+                  group_max=max(t.space.get("OPTIML_GROUP", [0])),
                   signature=f"{op.entry}{_t(fdecl.child_by_field_name('parameters'))}", combine=_combine,
                   same_type=op.x_type == op.y_type)
     launch = (f'// optiml:launch {{grid = ["{t.grid.format(o=op.o_size, i=op.i_size)}"], '

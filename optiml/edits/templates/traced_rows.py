@@ -613,4 +613,5 @@ def _build(r: _Rows, v: _V, res, source, entry, spec, sizes, out):
     return RowOp(entry=entry, x=r.frame_arg.name, y=out.name, x_type=_ELEMENT[r.frame_arg.dtype],
                  y_type=_ELEMENT[out.dtype], o=o, j=j, i=i, o_size=o_size, j_size=j_size, i_size=i_size,
                  steps=tuple(steps), j_timing=tval(j_size), i_timing=tval(i_size) if i_size != "1" else 1, dim=d0,
+                 o_timing=tval(o_size) if o_size != "1" else 1,
                  reduced=reduced)
