@@ -835,19 +835,21 @@ def {_REF_NAME}(**tensors):
 
 
 # The baseline: the same forward as a user of PyTorch would run it. The Model is built once per
-# shapes and device; at each call its parameters ARE the case's tensors (torch.func.functional_call,
-# no copy), so a timed call is the forward alone.
+# shapes, dtypes, devices and numbers (the task module executed then, never in a timed call); at each
+# call its parameters ARE the case's tensors (torch.func.functional_call, no copy), so a timed call is
+# the forward alone.
 _models = {{}}
 
 
 def _prepared(tensors):
-    task, device = _sized(tensors)
-    key = (str(device), tuple(sorted((n, tuple(t.shape)) for n, t in tensors.items() if isinstance(t, torch.Tensor))))
+    key = tuple(sorted((n, tuple(t.shape), str(t.dtype), str(t.device)) if isinstance(t, torch.Tensor) else (n, repr(t))
+                       for n, t in tensors.items()))
     if key not in _models:
+        task, device = _sized(tensors)
         torch.manual_seed(0)
         model = task.Model(*task.get_init_inputs()).to(device)
-        _models[key] = (model, {{k: tuple(v.shape) for k, v in model.state_dict().items()}}, {{}})
-    model, shapes, compiled = _models[key]
+        _models[key] = (model, {{k: tuple(v.shape) for k, v in model.state_dict().items()}}, {{}}, device)
+    model, shapes, compiled, device = _models[key]
     params = {{key: _tensor(tensors, name, device).reshape(shapes[key]) for name, key in PARAMS.items()}}
     return model, params, tuple(_tensor(tensors, name, device) for name in INPUTS), compiled
 
