@@ -6,7 +6,10 @@ and timing of each point without a search):
     for f in OUT_DIR/*.cu; do python3 -m optiml eval $f --spec bench/templates/operations/softmax_kb.toml --json; done
 
 Each point is the template's start for the spec's timing size with the values given replacing its
-own (`{}`: the start itself); the kernel is written as OUT_DIR/<stem>_<i>.cu.
+own (`{}`: the start itself); the kernel is written as OUT_DIR/<stem>_<i>.cu. The kernel is a path
+under bench/templates or any other (`--spec`: its spec where it is not KERNEL.toml, e.g. a KernelBench
+kernel's NAME.gpu.toml); where the kernel's code is not read as row-wise, the reference's operation is
+(as the rules read it).
 """
 from __future__ import annotations
 
@@ -25,10 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("template", help="a row template: row_reduce, col_reduce, row_cluster or row_grid")
     ap.add_argument("out", type=Path, help="the folder the kernels are written to")
     ap.add_argument("points", nargs="+", metavar="POINT")
+    ap.add_argument("--spec", type=Path, help="the kernel's spec (default: KERNEL.toml beside it)")
     args = ap.parse_args(argv)
     from optiml.edits.templates.rowwise import ROW_TEMPLATES, instantiate_rowwise, recognize_rowwise
     from optiml.spec.load import load_spec
     kernel = Path(__file__).resolve().parent / args.kernel
+    if not kernel.is_file():
+        kernel = Path(args.kernel).resolve()
     if not kernel.is_file():
         print(f"row_points.py: no kernel {kernel}", file=sys.stderr)
         return 2
@@ -43,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"row_points.py: a POINT is not a JSON object: {e}", file=sys.stderr)
         return 2
     src = kernel.read_text()
-    spec = load_spec(kernel.with_suffix(".toml"), kernel, kernel_source=src)
+    spec = load_spec(args.spec or kernel.with_suffix(".toml"), kernel, kernel_source=src)
     op, why = recognize_rowwise(src, spec.entry, spec)
+    if op is None:
+        from optiml.edits.templates.traced_rows import read_reference
+        traced, why_traced = read_reference(src, spec.entry, spec)
+        op, why = (traced, why) if traced is not None and hasattr(traced, "steps") else (None, why or why_traced)
     if op is None:
         print(f"{args.kernel}: {why}", file=sys.stderr)
         return 1
