@@ -25,6 +25,19 @@ class KernelFault(Exception):
     """A CUDA error raised by a launch or the synchronisation after it."""
 
 
+@contextlib.contextmanager
+def baseline_faults(passed=()):
+    """Around a call of a spec's [baseline] function: anything it raises is its failure, a KernelFault
+    that says so; a KernelFault and the exception types in ``passed`` (the driver's errors, where the
+    caller tells them apart) go through as they are."""
+    try:
+        yield
+    except (KernelFault, *passed):
+        raise
+    except Exception as e:
+        raise KernelFault(f"the baseline function raised {type(e).__name__}: {e}") from None
+
+
 class Stage:
     """What the child is doing (``stage.txt``, read by the parent after a timeout), how long each
     phase of a job took (``phases``: seconds by name; a phase may hold others, as verify holds

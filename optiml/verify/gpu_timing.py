@@ -5,7 +5,7 @@ import ctypes
 import math
 import time
 
-from .gpu import Gpu, KernelFault, Stage, _copy_on_device, _free, _launch, _new_case, timing_seed
+from .gpu import Gpu, KernelFault, Stage, baseline_faults, _copy_on_device, _free, _launch, _new_case, timing_seed
 from .harness import HarnessJob, KernelBinary, TimingResult
 from .timing_stats import block_order, block_plan, median_ci_rel, timing_stats
 
@@ -43,13 +43,8 @@ def time_kernels(gpu: Gpu, job: HarnessJob, stage: Stage, binaries: list[KernelB
         calls = [f.arguments(spec, s)[0] for s in sets]
 
         def call(i, f=f, calls=calls):
-            try:
-                with f._on_stream():
-                    f.fn(**calls[i])
-            except drv.Error:
-                raise
-            except Exception as e:        # the user's function: its failure, said as such
-                raise KernelFault(f"the baseline function raised {type(e).__name__}: {e}") from None
+            with baseline_faults((drv.Error,)), f._on_stream():     # the user's function: its failure, said as such
+                f.fn(**calls[i])
         runs.append(call)
     clocks = None
     done = False

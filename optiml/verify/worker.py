@@ -24,7 +24,7 @@ from .. import dtypes as _dt
 from ..spec import Launch, TaskSpec
 from .compare import CaseCheck, check_output, summarize
 from .frameworks import DeviceFunction, FrameworkMissing, returned_values
-from .gpu import DeviceCase, Gpu, KernelFault, Stage, _free, _launch, _new_case, _open_gpu
+from .gpu import DeviceCase, Gpu, KernelFault, Stage, baseline_faults, _free, _launch, _new_case, _open_gpu
 from .harness import HarnessJob, HarnessResult, RivalResult
 from .inputs import CaseData, make_case
 from .profiled import profile_batch, profile_once
@@ -292,12 +292,8 @@ class DeviceCasePair:
 
 def _call_function(fn, spec, case) -> None:
     """A baseline function in a candidate's place: anything it raises is its failure (a KernelFault)."""
-    try:
+    with baseline_faults():
         fn(spec, case)
-    except KernelFault:
-        raise
-    except Exception as e:
-        raise KernelFault(f"the baseline function raised {type(e).__name__}: {e}") from None
 
 
 def verify(gpu: Gpu, job: HarnessJob, stage: Stage, result: HarnessResult, ref, keep: dict | None = None) -> bool:

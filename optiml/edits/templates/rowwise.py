@@ -107,11 +107,11 @@ class RowTemplate(Spaced):
     def start_for(self, op: RowOp) -> dict:
         """A starting point for the timing size: the row cached in registers when it fits in 64
         values a thread, wide loads where the size allows."""
-        if self.cluster or self.grouped:   # the fewest blocks that hold the row, two blocks an SM where they can
+        j = max(op.j_timing, 1)
+        size = _SIZE.get(op.x_type, 4)
+        vec = next(v for v in (8, 4, 2, 1) if v * size <= 16 and j % v == 0)   # a row's widest 16-byte vector
+        if self.split:             # the fewest blocks that hold the row, two blocks an SM where they can
             key = "OPTIML_CLUSTER" if self.cluster else "OPTIML_GROUP"
-            j = max(op.j_timing, 1)
-            size = _SIZE.get(op.x_type, 4)
-            vec = next(v for v in (8, 4, 2, 1) if v * size <= 16 and j % v == 0)
 
             def two_an_sm(p):      # two blocks' parts in 48 K registers and in the shared memory
                 t, items, sitems = p["OPTIML_THREADS"], p["OPTIML_ITEMS"], p["OPTIML_SITEMS"]
@@ -132,8 +132,6 @@ class RowTemplate(Spaced):
             return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": 4, "OPTIML_SITEMS": 0,
                     key: max(self.space[key]), "OPTIML_MINB": 1}   # streamed: read twice
         if not self.strided:
-            j = max(op.j_timing, 1)
-            vec = next(v for v in (8, 4, 2, 1) if v * _SIZE.get(op.x_type, 4) <= 16 and j % v == 0)
             threads = min(1024, max(32, 1 << math.ceil(math.log2(max(1, -(-j // (vec * 8)))))))
             items = min(64 // vec, 1 << math.ceil(math.log2(max(1, -(-j // (threads * vec))))))
             rows = max(1, min(8, 256 // threads))
