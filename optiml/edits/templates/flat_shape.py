@@ -150,8 +150,9 @@ def _bound(cond_text: str, index: str) -> str | None:
 
 def _cooperating_helpers(root, fn) -> set[str]:
     """Device functions whose code has threads cooperate or read their own coordinates, directly,
-    through a macro or through another such function (or asm, which may read any register)."""
-    bodies = {name: _no_comments(_t(d.child_by_field_name("body") or d)) for name, d, _ in _functions(root)
+    through a macro or through another such function (or asm, which may read any register); their
+    whole definitions, as a default argument or a constructor's initializer runs with the call."""
+    bodies = {name: _no_comments(_t(d)) for name, d, _ in _functions(root)
               if not _same(d, fn)}
     macros = {name: body for name, (_, body) in _macros(root).items()}
     bad = {m for m, v in macros.items() if _COOPERATE.search(v) or _ASM.search(v)}

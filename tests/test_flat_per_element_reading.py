@@ -1,0 +1,72 @@
+"""How the flat templates' reader (optiml/edits/templates/flat.py and its helpers) reads a kernel of
+one element a thread: outputs stored in braced branches, writes through a parenthesised element's
+member, the index's own type, a loop that declares more than its index, helpers whose signature
+reads the thread's coordinates, and a thread's sum changed before its one atomic."""
+from optiml.edits.templates.flat import recognize_flat
+from tests.test_edits_templates import arg, spec_of
+
+N = spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",))
+SUM = spec_of(arg("x", "input", ("n",)), arg("out", "inout", (1,)), sizes=("n",))
+ONE = "__global__ void k(const float *x, float *y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; {} }}"
+
+
+def test_an_output_stored_in_both_braced_branches_is_moved_as_a_vector():
+    """``if (c) { y[i] = a; } else { y[i] = b; }`` stores y on every path: y is an output the
+    template stores (not loaded first), its stores written over the template's name."""
+    op, why = recognize_flat(ONE.format("if (i < n) { if (x[i] > 0.f) { y[i] = x[i]; } else { y[i] = 0.f; } }"),
+                             "k", N)
+    assert op is not None, why
+    assert op.outs == (("y", "float"),) and op.loaded == ()
+    assert op.body == "if (optiml_e_x > 0.f) { optiml_o_y = optiml_e_x; } else { optiml_o_y = 0.f; }"
+
+
+def test_a_store_through_a_parenthesised_elements_member_is_a_write():
+    """``(y[i]).x = ...`` writes y: where y is also read at another element the kernel is refused
+    with that reason, and where it is not the kernel is read as a map that keeps y's store as written."""
+    src = "__global__ void k(const float *x, float2 *y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; " \
+          "if (i < n) {{ {} }} }}"
+    op, why = recognize_flat(src.format("(y[i]).x = y[i + 1].y;"), "k", N)
+    assert op is None and why == "not templated: y is written at the element and read at another index"
+    op, why = recognize_flat(src.format("(y[i]).x = x[i];"), "k", N)
+    assert op is not None, why
+    assert op.kind == "map" and op.outs == () and op.body == "(y[i]).x = optiml_e_x;"
+
+
+def test_the_template_declares_the_index_with_the_kernels_own_type():
+    """A ``size_t`` (or ``long long``) index stays that wide in the template's declaration of it, so
+    indexing past 2^31 elements stays as the kernel wrote it."""
+    for ty in ("size_t", "long long"):
+        op, why = recognize_flat(f"__global__ void k(const float *x, float *y, int n) {{ {ty} i = blockIdx.x * "
+                                 "blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }", "k", N)
+        assert op is not None, why
+        assert op.index_decl == f"const {ty} i = ({ty})optiml_i; (void)i;"
+
+
+def test_a_grid_stride_loop_that_declares_another_variable_is_not_read():
+    """``for (int k, i = first; ...)`` declares k beside the index; the template, which declares only
+    the index, would lose k's declaration, so the kernel is not read as one element a thread."""
+    src = ("__global__ void k(const float *x, float *y, int n) { for (int k, i = blockIdx.x * blockDim.x + threadIdx.x; "
+           "i < n; i += blockDim.x * gridDim.x) { k = 2 * i; y[i] = x[i] + (float)k; } }")
+    assert recognize_flat(src, "k", N) == (None, None)
+
+
+def test_a_helper_whose_default_argument_reads_the_thread_index_is_cooperation():
+    """A default argument is evaluated with the call, so a helper ``f(float v, unsigned t =
+    threadIdx.x)`` called as ``f(x[i])`` reads the thread's coordinates like the per-element code
+    would: refused, naming the helper (a helper without it is read)."""
+    def source(default, call):
+        return (f"__device__ float f(float v, unsigned t{default}) {{ return v + (float)t; }}\n"
+                + ONE.format(f"if (i < n) y[i] = {call};"))
+    op, why = recognize_flat(source(" = threadIdx.x", "f(x[i])"), "k", N)
+    assert op is None and why is not None and "calls f" in why, why
+    op, why = recognize_flat(source("", "f(x[i], 3u)"), "k", N)
+    assert op is not None and op.body == "optiml_o_y = f(optiml_e_x, 3u);", why
+
+
+def test_a_threads_sum_changed_before_its_atomic_is_refused_with_the_reason():
+    """``atomicAdd(out, s + 1.0f)`` after a thread's grid-stride sum adds one per thread, not per
+    element: not rewritten as an atomic an element, and refused with a sentence (nothing raised)."""
+    src = ("__global__ void k(const float *x, float *out, int n) { float s = 0.0f; for (int i = blockIdx.x * "
+           "blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; atomicAdd(out, s + 1.0f); }")
+    op, why = recognize_flat(src, "k", SUM)
+    assert op is None and why == "not templated: statements after the per-element loop"
