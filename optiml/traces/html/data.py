@@ -121,13 +121,16 @@ def report_data(store: TraceStore, run_id: int, best_id: int | None = None) -> d
         ms = _ok_ms(evals[n.id])
         return seed_ms / ms if seed_ms and ms else None
 
+    def label(n) -> str:     # the edit that made it; the seed is the root (a child with none says nothing)
+        return n.edit or ("seed" if n.parent_id is None else "")
+
     light = []
     for n in nodes:
         st = status_of(n)
         e = evals[n.id]
         light.append({"id": n.id, "parent": n.parent_id, "depth": n.depth, "status": st,
                       "category": str(category(st)), "speedup": _round(speedup(n)), "ms": _round(_ok_ms(e)),
-                      "edit": n.edit or ("seed" if n.parent_id is None else ""), "proposer": n.proposer or "",
+                      "edit": label(n), "proposer": n.proposer or "",
                       "order": order.get(n.id), "path": n.id in on_path, "best": n.id == best_id})
 
     points, best_so_far = [], None
@@ -137,7 +140,7 @@ def report_data(store: TraceStore, run_id: int, best_id: int | None = None) -> d
             best_so_far = s if best_so_far is None else max(best_so_far, s)
         points.append({"order": order[n.id], "node": n.id, "status": status_of(n), "speedup": _round(s),
                        "y": _round(s) if s is not None else 0.0, "best": _round(best_so_far),
-                       "edit": n.edit or "seed"})
+                       "edit": label(n)})
 
     proposals = store.proposals(run_id=run_id)
     exchanges = {p["id"]: p for p in proposals if p.get("kind") != "attempt" and (p["prompt"] or p["raw_answer"])}
