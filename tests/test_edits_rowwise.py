@@ -802,6 +802,40 @@ def test_the_grid_forms_start_fills_the_gpu_with_few_rows_and_holds_a_part_on_ch
     assert c.start_for(dataclasses.replace(op, o_timing=4))["OPTIML_CLUSTER"] == 8
 
 
+def test_the_split_forms_read_a_row_held_on_chip_and_write_with_the_streaming_hint(tmp_path):
+    """CS: where a block's part of the row stays on chip (read once), the split forms read it and write
+    the output with the streaming hint (.cs, evicted from L2 first), so that what every row reads
+    again (LayerNorm's weight and bias) stays in L2; where no point holds the part, the row is read
+    twice, the second time from L2, and the start leaves the hint out. With CS 0 the plain loads and
+    stores are kept. Each compiles, with vectors of 4 to 32 bytes."""
+    import dataclasses
+    src, op = _row_op("layernorm_rows")
+    for name in ("row_grid", "row_cluster"):
+        t = next(t for t in ROW_TEMPLATES if t.name == name)
+        assert t.space["OPTIML_CS"] == [0, 1]
+        assert t.start_for(op)["OPTIML_CS"] == 1
+        assert t.start_for(dataclasses.replace(op, j_timing=1 << 30))["OPTIML_CS"] == 0
+    t = next(t for t in ROW_TEMPLATES if t.name == "row_grid")
+    start = t.start_for(op)
+    hinted = instantiate_rowwise(src, op, start, "row_grid")
+    plain = instantiate_rowwise(src, op, dict(start, OPTIML_CS=0), "row_grid")
+    assert "#define OPTIML_CS 1" in hinted and "#define OPTIML_CS 0" in plain
+    for out in (hinted, plain):
+        assert "OPTIML_CACHED(optiml_it) = OPTIML_LOAD_X(optiml_xr + optiml_j0)" in out
+        assert out.count("OPTIML_STORE_Y(optiml_yr + optiml_j0, optiml_o)") == 2
+    assert "optiml_ld_cs" not in instantiate_rowwise(src, op) and "__stcs" not in instantiate_rowwise(src, op)
+    if NVCC is None:
+        pytest.skip("nvcc is not installed")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.test_edits_templates import build
+    points = [dict(start, OPTIML_VEC=v, OPTIML_ITEMS=4, OPTIML_SITEMS=0, OPTIML_THREADS=256) for v in (1, 2, 8)]
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda ip: build(tmp_path, instantiate_rowwise(src, op, ip[1], "row_grid"), f"cs{ip[0]}",
+                                              ("-arch=sm_80",)), enumerate(points)))
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-400:] for r in runs if r.returncode][:1]
+
+
 def test_the_grid_form_is_not_offered_for_a_program_that_can_return_early():
     """Every block of a group must reach its end, where it frees its slot and counts itself done: a
     program holding a `return` would leave the next group (and the next launch) waiting, so it gets

@@ -125,12 +125,14 @@ class RowTemplate(Spaced):
                 # (the grid form: the GPU filled), two blocks an SM (one loads while the other reduces and
                 # stores), the smallest cluster or group, the tightest fit, registers before shared memory,
                 # and at a tie the fewer threads (no spills) (MINB: the blocks an SM ptxas must fit, 2
-                # exactly where two can)
+                # exactly where two can); the row read once, so with the streaming hint (CS)
                 return min(fits, key=lambda p: (not filled(p), not two_an_sm(p), p[key],
                                                 p["OPTIML_THREADS"] * (p["OPTIML_ITEMS"] + p["OPTIML_SITEMS"]),
-                                                p["OPTIML_SITEMS"], p["OPTIML_THREADS"], p["OPTIML_MINB"] != 1 + two_an_sm(p)))
+                                                p["OPTIML_SITEMS"], p["OPTIML_THREADS"], p["OPTIML_MINB"] != 1 + two_an_sm(p),
+                                                p["OPTIML_CS"] != 1))
+            # streamed: the row read twice, the second time from L2, so without the hint
             return {"OPTIML_THREADS": 1024, "OPTIML_ROWS": 1, "OPTIML_VEC": vec, "OPTIML_ITEMS": 4, "OPTIML_SITEMS": 0,
-                    key: max(self.space[key]), "OPTIML_MINB": 1}   # streamed: read twice
+                    key: max(self.space[key]), "OPTIML_MINB": 1, "OPTIML_CS": 0}
         if not self.strided:
             threads = min(1024, max(32, 1 << math.ceil(math.log2(max(1, -(-j // (vec * 8)))))))
             items = min(64 // vec, 1 << math.ceil(math.log2(max(1, -(-j // (threads * vec))))))
@@ -150,9 +152,10 @@ class RowTemplate(Spaced):
 # The forms that spread a row over blocks (a cluster, a group): each block's part of the row in at most
 # 48 K of the SM's 64 K registers (no spills at 1024 threads x 48 floats or 512 x 96), the rest for the
 # indices and the reductions; the part past the registers in at most 48 K values of shared memory (192 KB
-# of floats); with the cluster or group size, and MINB (the blocks an SM ptxas must fit)
+# of floats); with the cluster or group size, MINB (the blocks an SM ptxas must fit) and CS (the row read
+# into the cache and the output written with the streaming hint, so that they leave L2 first)
 _SPLIT_SPACE = {"OPTIML_THREADS": [256, 512, 1024], "OPTIML_ROWS": [1], "OPTIML_VEC": [1, 2, 4, 8],
-                "OPTIML_ITEMS": [4, 8, 12, 16, 24, 32], "OPTIML_SITEMS": [0, 12, 24, 48]}
+                "OPTIML_ITEMS": [4, 8, 12, 16, 24, 32], "OPTIML_SITEMS": [0, 12, 24, 48], "OPTIML_CS": [0, 1]}
 _SPLIT_RESTRICTIONS = ("OPTIML_VEC * OPTIML_ITEMS <= 96", "OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152",
                        "OPTIML_THREADS * OPTIML_VEC * OPTIML_SITEMS <= 49152")
 
