@@ -349,6 +349,13 @@ MUTANTS: list[Mutant] = [
       "max(op.o_timing, 1) * p[key] >= 1", ("tests/test_edits_rowwise.py",)),
     M("templates", "optiml/edits/templates/rowwise.py", '"OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 49152",',
       '"OPTIML_THREADS * OPTIML_VEC * OPTIML_ITEMS <= 65536",', ("tests/test_edits_rowwise.py",)),
+    # the streaming hint (CS): in the start only where the part is read once, and on the row's load
+    M("templates", "optiml/edits/templates/rowwise.py", 'p["OPTIML_CS"] != 1))', 'p["OPTIML_CS"] != 0))',
+      ("tests/test_edits_rowwise.py",)),
+    M("templates", "optiml/edits/templates/row_reduce.cu.j2",
+      "OPTIML_CACHED(optiml_it) = OPTIML_LOAD_X(optiml_xr + optiml_j0);",
+      "OPTIML_CACHED(optiml_it) = *reinterpret_cast<const optiml_xv *>(optiml_xr + optiml_j0);",
+      ("tests/test_edits_rowwise.py",)),
     M("templates", "optiml/source.py", r'_UNKNOWN_ATTRIBUTES = re.compile(r"\b(?:__cluster_dims__|__maxnreg__)',
       r'_UNKNOWN_ATTRIBUTES = re.compile(r"\b(?:__maxnreg__)', ("tests/test_source.py",)),
     # -- the CPU emulation and init's number inputs, argument order, integer ranges, extents
