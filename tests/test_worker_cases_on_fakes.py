@@ -5,12 +5,11 @@ kernel, what a launch returns, and which reference case stays for the timed laun
 import types
 
 import numpy as np
-import pytest
 
 import optiml.verify.worker as worker
 from optiml.verify.frameworks import DeviceFunction
 from optiml.verify.harness import Case, HarnessJob, KernelBinary
-from tests.test_spec import SPEC, load
+from tests.test_spec import load
 
 
 class FakeStage:
@@ -172,52 +171,3 @@ def test_the_timing_sizes_reference_case_is_kept_and_the_one_kept_before_is_free
         assert keep == {"timing_ref": ref_case} and pair.ref_case is None
     assert freed == ["first"]
 
-
-def test_a_python_reference_is_the_function_the_spec_names(tmp_path):
-    (tmp_path / "ref.py").write_text("def scale(x, n, alpha):\n    return alpha * x + n\n")
-    spec = load(tmp_path, SPEC + '\n[reference]\npython = "ref.py:scale"\n')
-    job = HarnessJob(spec, KernelBinary("cand.cubin", "k", ()), None, (Case(1, 7),))
-    fn = worker._reference_fn(FakeGpu(), job)
-    assert fn.__name__ == "scale" and fn(x=np.arange(3.0), n=1, alpha=2.0).tolist() == [1.0, 3.0, 5.0]
-    (tmp_path / "ref.py").write_text("def other(x):\n    return x\n")
-    with pytest.raises(AttributeError, match="ref.py has no function 'scale'"):
-        worker._reference_fn(FakeGpu(), job)
-
-
-class FakeServedGpu(FakeGpu):
-    def __init__(self):
-        super().__init__()
-        self.unloads, self.closed = 0, False
-
-    def unload_candidates(self):
-        self.unloads += 1
-
-    def close(self):
-        self.closed = True
-
-
-def test_the_persistent_worker_answers_each_job_in_turn_and_skips_blank_lines(monkeypatch, tmp_path):
-    """``serve``: a job number a line on stdin, ``job-N.pkl`` in, ``result-N.json`` out and ``done N``
-    on the control pipe; a blank line is no job."""
-    import io
-    import os
-    import pickle
-    import sys
-
-    from optiml.status import Status
-    from optiml.verify.harness import HarnessResult
-
-    job = a_job(tmp_path, reference=False)
-    for n in (1, 2):
-        (tmp_path / f"job-{n}.pkl").write_bytes(pickle.dumps(job))
-    gpu, ran = FakeServedGpu(), []
-    monkeypatch.setattr(worker, "_open_gpu", lambda device: (gpu, None))
-    monkeypatch.setattr(worker, "run_job", lambda g, j, stage: ran.append(j) or HarnessResult(Status.OK, "fine"))
-    monkeypatch.setattr(sys, "stdin", io.StringIO("\n1\n  \n2\n"))
-    r, w = os.pipe()
-    assert worker.serve(str(tmp_path), w, 0) == 0
-    said = os.read(r, 65536).decode()
-    os.close(r)
-    assert [line for line in said.splitlines() if line.startswith("done")] == ["done 1", "done 2"]
-    assert len(ran) == 2 and gpu.unloads == 2 and gpu.closed
-    assert all('"fine"' in (tmp_path / f"result-{n}.json").read_text() for n in (1, 2))
