@@ -399,6 +399,7 @@ def test_a_candidate_not_yet_on_a_gpu_can_be_withdrawn(tmp_path):
             queued = [pool.submit(Candidate(src(b))) for b in (64, 96, 128)]
             time.sleep(0.5)
             assert pool.withdraw(queued[1])
+            assert queued[1].cancelled()                        # at once, wherever it waits (built or building)
             assert not pool.withdraw(first)                     # on the GPU already: its result will come
         finally:
             harnesses[0].gate.set()

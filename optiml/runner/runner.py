@@ -160,6 +160,7 @@ class Runner:
             if item is None or item.reached_gpu or item.later is not None:
                 return False
             item.withdrawn = True
+        future.cancel()                  # now, not when a stage next looks at it (a build may still be running)
         return True
 
     def _take_for_gpu(self, item: Item) -> bool:
@@ -284,6 +285,9 @@ class Runner:
         item.future.set_result(out)
 
     def _finish(self, item: Item, exc: BaseException | None = None) -> None:
+        if item.withdrawn and item.later is None:
+            self._drop(item)
+            return
         future = item.later if item.later is not None else item.future
         if future.done():
             return
