@@ -11,6 +11,7 @@ from optiml.profiler.calibration import lookup, read_cache, save
 from tests.test_calibration import CLOCKS, DRIVER, FIGS, GPU, cal
 
 MEASURED = {"dram_gbps": 3333.0, "l2_gbps": 8000.0, "fp32_gflops": 51_000.0}
+DETAILS = {"sm_count": 132, "memcpy_gbps": 3100.0}
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def fake_gpu(tmp_path, monkeypatch):
 
     def fake_measure(arch, *a, **kw):
         measured.append(arch)
-        return {"gpu": "FAKE GPU from the benchmarks", "figures": dict(MEASURED), "details": {}}
+        return {"gpu": "FAKE GPU from the benchmarks", "figures": dict(MEASURED), "details": dict(DETAILS)}
 
     monkeypatch.setattr(microbenchmarks, "measure", fake_measure)
     return measured
@@ -52,6 +53,7 @@ def test_no_cached_figures_are_measured_and_saved_under_the_gpus_key(fake_gpu):
     assert r.output.startswith("measured, saved in ") and "3333 GB/s" in r.output
     assert fake_gpu == ["sm_90"]
     assert lookup(GPU, DRIVER, CLOCKS).figures["dram_gbps"] == 3333.0
+    assert lookup(GPU, DRIVER, CLOCKS).details == DETAILS          # what the figures were measured under, kept
     again = calibrate()                       # now cached: not measured a second time
     assert again.exit_code == 0 and again.output.startswith("cached") and fake_gpu == ["sm_90"]
 
@@ -61,6 +63,7 @@ def test_force_measures_again_over_cached_figures(fake_gpu):
     r = calibrate("--force")
     assert r.exit_code == 0 and r.output.startswith("measured") and fake_gpu == ["sm_90"]
     assert lookup(GPU, DRIVER, CLOCKS).figures["dram_gbps"] == 3333.0
+    assert lookup(GPU, DRIVER, CLOCKS).details == DETAILS          # what the figures were measured under, kept
 
 
 def test_without_nvidia_smis_key_the_measurement_names_the_gpu(fake_gpu, monkeypatch):

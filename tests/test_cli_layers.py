@@ -197,3 +197,18 @@ def test_the_search_tells_each_finished_candidate_with_its_store_id(tmp_path):
         assert f.node in stored and stored[f.node].edit == f.edit and stored[f.node].status in ("done", "failed")
         assert (f.median_ms is None) == (f.status != "ok")
     assert [p[0] for p in progress] == list(range(0, 14))
+
+
+def test_a_resumed_search_whose_budget_is_spent_shows_no_candidates_to_come():
+    """Resuming a run that has used its budget: the progress starts, and stays, at 0 of 0 (the seed is not
+    evaluated again); a fresh run counts its seed besides the budget."""
+    from types import SimpleNamespace
+
+    from optiml.app.optimize import _search
+
+    root = SimpleNamespace(median_ms=2.0, status="ok")
+    for resumed, evaluations, budget, total in ((True, 12, 10, 0), (True, 4, 10, 6), (False, 0, 10, 11)):
+        search = SimpleNamespace(nodes=[root], root=root, evaluations=evaluations, run=lambda: None)
+        progress = []
+        _search(None, 1, search, SimpleNamespace(), budget, resumed, lambda *a: progress.append(a))
+        assert progress == [(0, total, 1.0)], (resumed, evaluations, budget, progress)

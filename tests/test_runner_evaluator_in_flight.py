@@ -78,3 +78,17 @@ def test_a_background_verdict_is_given_only_once_it_has_arrived():
     second = ev.wait()
     assert [(t, r.status, r.message) for t, r in second] == [(1, "unsafe", "memcheck: invalid write")]
     assert ev.settle() == []                            # nothing more to come
+
+
+def test_one_candidate_evaluated_alone_comes_back_as_the_searchs_result_and_its_evaluation_is_kept():
+    """``evaluate`` (the plain Evaluator's call) returns what the search keeps of the runner's
+    Evaluation, tells ``on_done``, and leaves the full Evaluation for the store's ``take``."""
+    class OneShotRunner(FakeRunner):
+        def evaluate(self, candidate):
+            return Evaluation("ok", "", median_ms=float(len(candidate.source)))
+
+    told = []
+    ev = RunnerEvaluator(OneShotRunner(), on_done=lambda e, r: told.append((e.median_ms, r.status)))
+    result = ev.evaluate("abc", ())
+    assert (result.status, result.median_ms) == ("ok", 3.0)
+    assert told == [(3.0, "ok")] and ev.take(99).median_ms == 3.0
