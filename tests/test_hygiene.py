@@ -26,6 +26,8 @@ def test_what_the_seed_has_and_system_headers_are_allowed(added):
     ("#include <../../etc/passwd>\n", "absolute paths"),
     ("#include <cuda/../../../etc/passwd>\n", "absolute paths"),
     ("#include <notes.txt>\n", "not a system header"),
+    ("#include <>\n", "#include <>, which is not a system header"),       # an empty name is no header either
+    ('#include ""\n', "the seed kernel does not have"),
     ('  #  include   "/dev/stdin" // a comment\n', "the seed kernel does not have"),
     ('#include \\\n "/etc/shadow"\n', "the seed kernel does not have"),
     ('#define F "/etc/passwd"\n#include F\n', "the seed kernel does not have"),
