@@ -115,3 +115,13 @@ __global__ void k(float* x) { constexpr int LOCAL = 3; x[0] = LOCAL; }
 """
     c = parse_source(src).constants
     assert c == {"BLOCK": 16, "TILE": 32, "ROWS_PER_THREAD": 4, "WARPS": 4, "PAD": 1, "HALF": 8}
+
+
+def test_the_limits_are_where_they_say():
+    """An expression nested exactly 100 levels deep is evaluated, one more level is refused; a value
+    whose repr has exactly ``limit`` characters is shown whole, one character more is cut with '...'."""
+    assert evaluate("-" * 98 + "N", {"N": 1}) == 1          # Expression, 98 minus signs, Name, its Load
+    with pytest.raises(ExprError, match="nested more than 100 levels deep"):
+        evaluate("-" * 99 + "N", {"N": 1})
+    assert show("x" * 58) == "'" + "x" * 58 + "'"                  # 60 characters with its quotes
+    assert show("x" * 59) == "'" + "x" * 56 + "..."
