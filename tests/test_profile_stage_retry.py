@@ -1,0 +1,48 @@
+"""The runner's profile stage with a FAKE profiler (no ncu, no GPU): a candidate whose kernel replay
+failed inside a batch of two or more is profiled again alone (a batch neighbour can break the replay),
+and the alone result is what its evaluation keeps; a candidate profiled alone is not retried."""
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import optiml.runner.stages as stages
+from optiml.profiler.types import ProfileStatus
+from optiml.runner.stages import Device, ProfileStage, Slot
+
+
+@dataclass(frozen=True)
+class FakeJob:
+    name: str
+    device: int = 0
+
+
+class FakeBatchProfiler:
+    """Profiles a batch: the job named ``breaks`` fails its replay whenever it shares the batch (or
+    always, with ``always``)."""
+
+    def __init__(self, breaks: str, always=False):
+        self.breaks, self.always, self.batches = breaks, always, []
+
+    def profile_batch(self, jobs, gpu_name, gpu_lock=None, on_gpu_done=None, prestart=False):
+        self.batches.append([j.name for j in jobs])
+        return [SimpleNamespace(status=ProfileStatus.REPLAY_FAILED if j.name == self.breaks and (len(jobs) > 1 or self.always)
+                                else ProfileStatus.OK, ok=True, wall_s=0.1, message=f"{j.name} in {len(jobs)}")
+                for j in jobs]
+
+
+def run_stage(monkeypatch, names, always=False):
+    monkeypatch.setattr(stages, "with_diagnosis", lambda spec, ev, job, prof: prof)
+    profiler = FakeBatchProfiler(breaks="b", always=always)
+    items = [SimpleNamespace(job=FakeJob(n), ev=SimpleNamespace(stage_s={}, profile=None)) for n in names]
+    ProfileStage(SimpleNamespace(spec=None), profiler, prestart=False).run(items, Slot(Device(0)))
+    return profiler.batches, {i.job.name: (i.ev.profile.status.value, i.ev.profile.message) for i in items}
+
+
+def test_a_replay_failed_in_a_batch_of_two_is_profiled_again_alone(monkeypatch):
+    batches, kept = run_stage(monkeypatch, ["a", "b"])
+    assert batches == [["a", "b"], ["b"]]
+    assert kept == {"a": ("ok", "a in 2"), "b": ("ok", "b in 1")}
+
+
+def test_a_candidate_profiled_alone_is_not_retried(monkeypatch):
+    batches, kept = run_stage(monkeypatch, ["b"], always=True)
+    assert batches == [["b"]] and kept == {"b": ("replay_failed", "b in 1")}
