@@ -1,6 +1,7 @@
-"""The runner's profile stage with a FAKE profiler (no ncu, no GPU): a candidate whose kernel replay
-failed inside a batch of two or more is profiled again alone (a batch neighbour can break the replay),
-and the alone result is what its evaluation keeps; a candidate profiled alone is not retried."""
+"""Parts of the runner's stages on fakes (no ncu, no nvcc, no GPU): the profile stage with a FAKE
+profiler (a candidate whose kernel replay failed inside a batch of two or more is profiled again alone,
+and the alone result is what its evaluation keeps; one profiled alone is not retried), and the
+Preparer's gpu_ops cubin with a FAKE build of it."""
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -46,3 +47,25 @@ def test_a_replay_failed_in_a_batch_of_two_is_profiled_again_alone(monkeypatch):
 def test_a_candidate_profiled_alone_is_not_retried(monkeypatch):
     batches, kept = run_stage(monkeypatch, ["b"], always=True)
     assert batches == [["b"]] and kept == {"b": ("replay_failed", "b in 1")}
+
+
+def test_the_gpu_ops_kernels_reach_the_child_only_where_they_built(monkeypatch):
+    """The Preparer hands the GPU child the gpu_ops cubin (inputs drawn and compared on the GPU) once it
+    built, and None (drawn on the host) where there is no architecture or the build failed; each once."""
+    import optiml.verify.gpu_ops as gpu_ops
+    from optiml.runner.prepare import Preparer
+
+    built = []
+
+    def fake_cubin_for(arch):
+        built.append(arch)
+        if arch == "sm_bad":
+            raise RuntimeError("nvcc failed")
+        return f"/cache/gpu_ops_{arch}.cubin"
+
+    monkeypatch.setattr(gpu_ops, "cubin_for", fake_cubin_for)
+    spec = SimpleNamespace(verify=SimpleNamespace(seed=1))
+    for arch, want in (("sm_90", "/cache/gpu_ops_sm_90.cubin"), ("", None), ("sm_bad", None)):
+        prep = Preparer(spec, "", SimpleNamespace(arch=arch))
+        assert prep.ops_cubin() == want and prep.ops_cubin() == want, arch
+    assert built == ["sm_90", "sm_bad"]
