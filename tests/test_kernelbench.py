@@ -24,12 +24,21 @@ def init(tmp_path, name):
                  TASKS[name])
 
 
+_DRAFTED: dict[tuple, tuple[str, str]] = {}
+
+
 def draft(tmp_path, task_text, name, kernel_text, task_file="task.py"):
-    """``optiml init --kernelbench`` of a task and a kernel written here: the spec, loaded, and its text."""
+    """``optiml init --kernelbench`` of a task and a kernel written here: the spec, loaded, and its text.
+    The same task and kernel are drafted once a process (the texts name no folder: checked here), and
+    each test gets its own copy of the files."""
     (tmp_path / task_file).write_text(task_text)
     kernel = tmp_path / f"{name}.cu"
     kernel.write_text(kernel_text)
-    spec_text, ref_text = draft_kernelbench(tmp_path / task_file, kernel_text, kernel)
+    key = (task_text, name, kernel_text, task_file)
+    if key not in _DRAFTED:
+        _DRAFTED[key] = draft_kernelbench(tmp_path / task_file, kernel_text, kernel)
+        assert not any(str(tmp_path) in t for t in _DRAFTED[key])
+    spec_text, ref_text = _DRAFTED[key]
     (tmp_path / f"{name}.toml").write_text(spec_text)
     (tmp_path / f"{name}_ref.py").write_text(ref_text)
     return load_spec(tmp_path / f"{name}.toml", kernel), spec_text
