@@ -69,3 +69,16 @@ def test_the_gpu_ops_kernels_reach_the_child_only_where_they_built(monkeypatch):
         prep = Preparer(spec, "", SimpleNamespace(arch=arch))
         assert prep.ops_cubin() == want and prep.ops_cubin() == want, arch
     assert built == ["sm_90", "sm_bad"]
+
+
+def test_a_runner_for_one_candidate_at_a_time_uses_gpu_0_unless_told(tmp_path):
+    """``optiml profile`` and ``optiml eval`` build a Runner.sequential; without a device it is GPU 0 (a
+    one-GPU machine has no other), with one it is that GPU."""
+    from optiml.runner import Runner
+    from tests.fakes import FakeHarness
+    from tests.test_spec import KERNEL, load
+
+    spec = load(tmp_path)
+    for kw, want in (({}, [0]), ({"device": 2}, [2])):
+        with Runner.sequential(spec, KERNEL, FakeHarness(), FakeHarness(), **kw) as runner:
+            assert [d.index for d in runner.devices] == want
