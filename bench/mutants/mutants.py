@@ -594,6 +594,11 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
     if cov is not None and m.generated:      # a hand-written mutant names the tests written for it
         first = text[:text.index(m.old)].count("\n") + 1
         covering = cov.tests_near(m.file, text, first, first + m.old.count("\n"))
+        if covering and not cov.tests_for(m.file, first, first + m.old.count("\n")):
+            # run at import (a constant, a def line's defaults): a test that only reads the value runs no
+            # line of the module, so the test files named after it go first
+            stem = f"test_{Path(m.file).stem}"
+            covering = tuple(t for t in m.tests if Path(t).stem.startswith(stem)) + covering
     try:
         path.write_text(text.replace(m.old, m.new))
         secs0 = 0.0
