@@ -127,3 +127,14 @@ def test_a_reference_value_equal_to_the_poison_is_not_unwritten():
     ref = np.array([1, sentinel, 3], dtype=np.int32)
     res = check_output("y", ref.copy(), ref, "int32", 0, 0)
     assert res.unwritten == 0 and res.failed_check is None
+
+
+def test_bit_equality_compares_element_for_element_and_a_broadcast_pattern_to_its_one_value():
+    """One-byte arrays too: a contiguous uint8 array has strides of 1, which is no broadcast."""
+    from optiml.verify.compare import _bytes_equal
+
+    a = np.array([1, 2, 3], np.uint8)
+    assert _bytes_equal(a, a.copy()).tolist() == [True, True, True]
+    assert _bytes_equal(a, np.broadcast_to(np.uint8(2), (3,))).tolist() == [False, True, False]
+    f = np.array([0.5, -0.0, 0.0], np.float32)
+    assert _bytes_equal(f, np.broadcast_to(np.float32(0.0), (3,))).tolist() == [False, False, True]
