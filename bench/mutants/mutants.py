@@ -596,9 +596,8 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
         covering = cov.tests_near(m.file, text, first, first + m.old.count("\n"))
         if covering and not cov.tests_for(m.file, first, first + m.old.count("\n")):
             # run at import (a constant, a def line's defaults): a test that only reads the value runs no
-            # line of the module, so the test files named after it go first
-            stem = f"test_{Path(m.file).stem}"
-            covering = tuple(t for t in m.tests if Path(t).stem.startswith(stem)) + covering
+            # line of the module, so the test files named after it (as generated._closeness names them) go first
+            covering = tuple(t for t in m.tests if Path(m.file).stem in Path(t).name) + covering
     try:
         path.write_text(text.replace(m.old, m.new))
         secs0 = 0.0

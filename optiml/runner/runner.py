@@ -285,7 +285,7 @@ class Runner:
         item.future.set_result(out)
 
     def _finish(self, item: Item, exc: BaseException | None = None) -> None:
-        if item.withdrawn and item.later is None:
+        if item.withdrawn:                  # withdrawn only before it was given out (item.later is None)
             self._drop(item)
             return
         future = item.later if item.later is not None else item.future
