@@ -115,14 +115,27 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
     monkeypatch.setattr(tool, "pytest", fake_pytest)
     m = tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",), generated=True)
     assert tool.run_mutant(copy, m, 10, cov)[0] == "killed"
-    assert runs == [("tests/test_a.py::test_one",)]
+    assert runs == [("tests/test_foo.py", "tests/test_a.py::test_one")]     # the module's own file first
     runs.clear()
     m = tool.Mutant("foo", "optiml/foo.py", "d = 4", "d = 5", ("tests/test_foo.py",), generated=True)
     assert tool.run_mutant(copy, m, 10, cov)[0] == "survived"
-    assert runs == [("tests/test_b.py::test_two[x-1]",)]
+    assert runs == [("tests/test_foo.py", "tests/test_b.py::test_two[x-1]")]
     runs.clear()
     assert tool.run_mutant(copy, m, 10, cov, thorough=True)[0] == "survived"
-    assert runs == [("tests/test_b.py::test_two[x-1]",), ("tests/test_foo.py", *tool.PLANTED)]
+    assert runs == [("tests/test_foo.py", "tests/test_b.py::test_two[x-1]"), ("tests/test_foo.py", *tool.PLANTED)]
+    runs.clear()
+    # a covering test in the module's own file is not named twice; a file not named after it is not first
+    m = tool.Mutant("foo", "optiml/foo.py", "d = 4", "d = 5", ("tests/test_other.py", "tests/test_b.py"), generated=True)
+    tool.run_mutant(copy, m, 10, cov)
+    assert runs == [("tests/test_b.py::test_two[x-1]",)]
+    runs.clear()
+    m = tool.Mutant("foo", "optiml/foo.py", "d = 4", "d = 5", ("tests/test_foo.py", "tests/test_b.py"), generated=True)
+    data.set_context("tests/test_foo.py::test_d|run")
+    data.add_lines({"/elsewhere/optiml/foo.py": [7]})
+    data.write()
+    cov = tool.CoverageMap(tmp_path / ".coverage", tmp_path)
+    tool.run_mutant(copy, m, 10, cov)
+    assert runs == [("tests/test_foo.py", "tests/test_b.py::test_two[x-1]")]
     runs.clear()
     m = tool.Mutant("foo", "optiml/foo.py", "a = 1", "a = 2", ("tests/test_foo.py",), generated=True)
     (copy / "optiml" / "bar.py").write_text("x = 1\n")

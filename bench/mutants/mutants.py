@@ -24,7 +24,9 @@ copy; they must pass. No GPU is needed: the tests named are CPU tests.
 
 ``--coverage FILE`` decides each mutant by the tests that run its lines (a map made once per commit
 with pytest-cov's test contexts, built on the unmutated copy when FILE does not exist: about the
-suite's time): a killed mutant takes seconds instead of its files' whole run. Lines no test runs
+suite's time): a killed mutant takes seconds instead of its files' whole run. The test files named
+after the module run first, then the other tests that ran the lines (for a module every test runs,
+such as the spec loader, those are most of the suite). Lines no test runs
 in-process (a def's defaults, a constant) take the tests of their function, else of their module;
 a mutant no test reaches at all gets the import-based selection; ``--thorough`` gives that selection
 to every survivor too (code that runs only in a subprocess). ``--json`` writes each outcome as it
@@ -594,10 +596,12 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
     if cov is not None and m.generated:      # a hand-written mutant names the tests written for it
         first = text[:text.index(m.old)].count("\n") + 1
         covering = cov.tests_near(m.file, text, first, first + m.old.count("\n"))
-        if covering and not cov.tests_for(m.file, first, first + m.old.count("\n")):
-            # run at import (a constant, a def line's defaults): a test that only reads the value runs no
-            # line of the module, so the test files named after it (as generated._closeness names them) go first
-            covering = tuple(t for t in m.tests if Path(m.file).stem in Path(t).name) + covering
+        if covering:
+            # the test files named after the module (as generated._closeness names them) go first: a test
+            # that only reads a constant runs no line of the module, and for a module every test runs
+            # (a spec's loader) the covering tests are most of the suite, while its own files decide in seconds
+            own = tuple(t for t in m.tests if Path(m.file).stem in Path(t).name)
+            covering = own + tuple(t for t in covering if t.split("::", 1)[0] not in own)
     try:
         path.write_text(text.replace(m.old, m.new))
         secs0 = 0.0

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import pickle
-import sys
 import time
 from pathlib import Path
 
@@ -87,6 +86,3 @@ def sanitize_once(jobdir: str) -> int:
                 pass
         gpu.close()
 
-
-if __name__ == "__main__":
-    sys.exit(sanitize_once(sys.argv[1]))
