@@ -157,3 +157,12 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
     tool.run_mutant(copy, tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",)), 10, cov)
     assert runs == [("tests/test_foo.py", *tool.PLANTED)]
     assert (copy / "optiml" / "foo.py").read_text().startswith("a = 1\n\nb = 2")
+
+
+def test_a_modules_own_tests_are_the_files_named_after_it_or_its_package():
+    tool = _mutants_module()
+    assert tool.named_after("tests/test_spec_fuzz.py", "optiml/spec/checks.py")
+    assert tool.named_after("tests/test_checks.py", "optiml/spec/checks.py")
+    assert not tool.named_after("tests/test_api.py", "optiml/spec/checks.py")
+    assert tool.named_after("tests/test_best_ties.py", "optiml/best.py")
+    assert not tool.named_after("tests/test_search.py", "optiml/best.py")

@@ -121,6 +121,11 @@ def _closeness(test_file: str, rel: Path) -> tuple[int, str]:
     return (0 if name in test_file else 1 if stage in test_file else 2), test_file
 
 
+def named_after(test_file: str, module: str) -> bool:
+    """Whether a test file is named after the module (relative path) or its package: its own tests."""
+    return _closeness(Path(test_file).name, Path(module).with_suffix(""))[0] <= 1
+
+
 def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> list[tuple[str, str, str, tuple[str, ...]]]:
     """Up to ``per_module`` (file, old, new, tests) for ``module``, spread over its functions."""
     text = module.read_text()

@@ -25,7 +25,7 @@ copy; they must pass. No GPU is needed: the tests named are CPU tests.
 ``--coverage FILE`` decides each mutant by the tests that run its lines (a map made once per commit
 with pytest-cov's test contexts, built on the unmutated copy when FILE does not exist: about the
 suite's time): a killed mutant takes seconds instead of its files' whole run. The test files named
-after the module run first, then the other tests that ran the lines (for a module every test runs,
+after the module or its package run first, then the other tests that ran the lines (for a module every test runs,
 such as the spec loader, those are most of the suite). Lines no test runs
 in-process (a def's defaults, a constant) take the tests of their function, else of their module;
 a mutant no test reaches at all gets the import-based selection; ``--thorough`` gives that selection
@@ -52,7 +52,9 @@ from pathlib import Path
 from queue import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # bench/: common.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))         # bench/mutants/: generated.py
 from common import ROOT as REPO  # noqa: E402
+from generated import generate, named_after  # noqa: E402
 
 PLANTED = ("tests/test_planted_bugs.py", "tests/test_mutants_survivors.py",
            "tests/test_compare_edges.py")   # run with every mutant
@@ -597,10 +599,10 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
         first = text[:text.index(m.old)].count("\n") + 1
         covering = cov.tests_near(m.file, text, first, first + m.old.count("\n"))
         if covering:
-            # the test files named after the module (as generated._closeness names them) go first: a test
-            # that only reads a constant runs no line of the module, and for a module every test runs
-            # (a spec's loader) the covering tests are most of the suite, while its own files decide in seconds
-            own = tuple(t for t in m.tests if Path(m.file).stem in Path(t).name)
+            # the test files named after the module or its package go first: a test that only reads a
+            # constant runs no line of the module, and for a module every test runs (the spec loader)
+            # the covering tests are most of the suite, while its own files decide in seconds
+            own = tuple(t for t in m.tests if named_after(t, m.file))
             covering = own + tuple(t for t in covering if t.split("::", 1)[0] not in own)
     try:
         path.write_text(text.replace(m.old, m.new))
@@ -655,7 +657,6 @@ def main(argv=None) -> int:
         from generated import changed_modules
         modules += changed_modules(args.repo.resolve(), args.changed)
     if modules:
-        from generated import generate
         repo = args.repo.resolve()
         named = {str(m.relative_to(repo)) for m in modules}
         if args.generated_only:
