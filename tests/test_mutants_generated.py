@@ -166,3 +166,38 @@ def test_a_modules_own_tests_are_the_files_named_after_it_or_its_package():
     assert not tool.named_after("tests/test_api.py", "optiml/spec/checks.py")
     assert tool.named_after("tests/test_best_ties.py", "optiml/best.py")
     assert not tool.named_after("tests/test_search.py", "optiml/best.py")
+
+
+def test_a_survivor_listed_as_equivalent_is_reported_with_its_reason_and_left_out_of_the_score(tmp_path, monkeypatch, capsys):
+    """The tool over a small repository whose mutants all survive (a FAKE run_mutant): the one listed in
+    equivalent.py is counted apart with its reason, the score is killed / (total - equivalent), an entry
+    that matches no survivor is named as stale, and the JSON says 'equivalent' and why."""
+    import json
+    import subprocess
+    tool = _mutants_module()
+    repo = tmp_path / "repo"
+    (repo / "optiml").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "optiml" / "foo.py").write_text("def f(a):\n    if a > 1:\n        return a + 1\n    return 0\n")
+    (repo / "tests" / "test_foo.py").write_text("from optiml.foo import f\n\n\ndef test_f():\n    assert f(0) == 0\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    made = __import__("sys").modules["generated"].generate(repo / "optiml" / "foo.py", repo)
+    assert len(made) >= 3
+    listed = made[0][2].strip()
+    monkeypatch.setattr(tool.equivalent, "EQUIVALENT", (("optiml/foo.py", listed, "a reason given"),
+                                                        ("optiml/foo.py", "no such text", "stale")))
+    outcomes = {m[2]: "survived" if i < 2 else "killed" for i, m in enumerate(made)}
+    monkeypatch.setattr(tool, "run_mutant", lambda copy, m, *a, **k: (outcomes[m.new], 0.1))
+    out = tmp_path / "out.json"
+    rc = tool.main(["--repo", str(repo), "--skip-baseline", "--generated-only", "--module",
+                    str(repo / "optiml" / "foo.py"), "--json", str(out)])
+    text = capsys.readouterr().out
+    n = len(made)
+    row = next(line.split() for line in text.splitlines() if line.startswith("foo "))
+    assert row == ["foo", str(n - 2), "1", str(n), f"{100 * (n - 2) / (n - 1):.0f}%"], text
+    assert "a reason given" in text and "'no such text'" in text and "stale" not in text.split("listed as")[0]
+    assert rc == (0 if (n - 2) / (n - 1) >= 0.9 else 1)
+    rows = json.loads(out.read_text())
+    assert [r["outcome"] for r in rows].count("equivalent") == 1
+    assert next(r for r in rows if r["outcome"] == "equivalent")["why"] == "a reason given"

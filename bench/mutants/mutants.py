@@ -30,7 +30,9 @@ such as the spec loader, those are most of the suite). Lines no test runs
 in-process (a def's defaults, a constant) take the tests of their function, else of their module;
 a mutant no test reaches at all gets the import-based selection; ``--thorough`` gives that selection
 to every survivor too (code that runs only in a subprocess). ``--json`` writes each outcome as it
-comes (file, old, new), so a long run can be read while it runs.
+comes (file, old, new), so a long run can be read while it runs. A survivor listed in
+bench/mutants/equivalent.py (read and found to change nothing a user sees) is reported with its reason
+and left out of its module's score, killed / (total - equivalent).
 
 The 21 planted bugs are marked ``planted=True``; tests/test_planted_bugs.py holds a test for each;
 tests/test_mutants_survivors.py and tests/test_compare_edges.py the tests written for mutants that survived the suite.
@@ -54,6 +56,7 @@ from queue import Queue
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # bench/: common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent))         # bench/mutants/: generated.py
 from common import ROOT as REPO  # noqa: E402
+import equivalent  # noqa: E402
 from generated import generate, named_after  # noqa: E402
 
 PLANTED = ("tests/test_planted_bugs.py", "tests/test_mutants_survivors.py",
@@ -723,25 +726,47 @@ def main(argv=None) -> int:
         with ThreadPoolExecutor(max_workers=len(copies)) as pool:
             list(pool.map(one, range(len(mutants))))
 
+    # a survivor listed in equivalent.py is reported with its reason and left out of the score
+    equiv = {i: w for i, r in results.items() if r[0] == "survived"
+             and (w := equivalent.why(mutants[i].file, mutants[i].old, mutants[i].new))}
+    if args.json is not None:
+        args.json.write_text(json.dumps([
+            {"area": mutants[k].area, "file": mutants[k].file, "old": mutants[k].old, "new": mutants[k].new,
+             "outcome": "equivalent" if k in equiv else r[0], "seconds": round(r[1], 1),
+             **({"why": equiv[k]} if k in equiv else {})} for k, r in sorted(results.items())], indent=1))
     width = max(8, *(len(m.area) for m in mutants))
-    print(f"\n{'area':{width}s} {'killed':>6s} {'total':>6s} {'score':>6s}")
+    print(f"\n{'area':{width}s} {'killed':>6s} {'equiv':>6s} {'total':>6s} {'score':>6s}")
     ok = True
     for area in dict.fromkeys([*AREAS, *(m.area for m in mutants)]):
         idx = [i for i, m in enumerate(mutants) if m.area == area]
         if not idx:
             continue
         killed = sum(results[i][0] in ("killed", "timeout") for i in idx)
-        print(f"{area:{width}s} {killed:6d} {len(idx):6d} {100 * killed / len(idx):5.0f}%")
-        ok &= killed / len(idx) >= 0.9
+        eq = sum(i in equiv for i in idx)
+        score = killed / (len(idx) - eq) if len(idx) > eq else 1.0
+        print(f"{area:{width}s} {killed:6d} {eq:6d} {len(idx):6d} {100 * score:5.0f}%")
+        ok &= score >= 0.9
     total = sum(r[0] in ("killed", "timeout") for r in results.values())
-    print(f"{'all':{width}s} {total:6d} {len(mutants):6d} {100 * total / len(mutants):5.0f}%")
-    bad = [(mutants[i], r[0]) for i, r in sorted(results.items()) if r[0] != "killed"]
+    counted = len(mutants) - len(equiv)
+    print(f"{'all':{width}s} {total:6d} {len(equiv):6d} {len(mutants):6d} {100 * total / max(counted, 1):5.0f}%"
+          f"   (score: killed / (total - equivalent); {100 * total / len(mutants):.1f} % counting them as survivors)")
+    if equiv:
+        print("\nequivalent (bench/mutants/equivalent.py):")
+        for i, w in sorted(equiv.items()):
+            print(f"  {mutants[i].name}  ->  {mutants[i].new.strip()[:50]!r}: {w}")
+    run_files = {m.file for i, m in enumerate(mutants) if i in results and m.generated}
+    stale = [(f, text) for f, text, _ in equivalent.EQUIVALENT if f in run_files
+             and not any(mutants[i].file == f and text in mutants[i].new and text not in mutants[i].old for i in equiv)]
+    if stale:
+        print("\nlisted as equivalent but no survivor of this run matches (review, remove if stale):")
+        for f, text in stale:
+            print(f"  {f}: {text!r}")
+    bad = [(mutants[i], r[0]) for i, r in sorted(results.items()) if r[0] != "killed" and i not in equiv]
     if bad:
         print("\nnot killed by a failing test (a timeout counts as killed):")
         for m, outcome in bad:
             print(f"  {outcome:8s} {m.area:7s} {m.name}  ->  {m.new.strip()[:60]!r}")
     return 0 if ok and not any(o.startswith("error") for _, o in bad) else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

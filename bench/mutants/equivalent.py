@@ -1,0 +1,52 @@
+"""Generated mutants read and found equivalent: the change alters nothing a user of optiml can see, so
+no test can fail on it. Each entry is (module, a text the mutant's new code holds and its old code does
+not, why), checked against the module's callers when it was added. mutants.py consults this list only
+for a survivor: it is then reported as equivalent with its reason and left out of the module's score
+(killed / (total - equivalent)); a listed mutant that a test kills counts as killed. An entry that
+matches no survivor of a run is reported, so that a stale one is seen and removed."""
+from __future__ import annotations
+
+EQUIVALENT: tuple[tuple[str, str, str], ...] = (
+    ("optiml/app/evaluate.py", "device: int = 1", "a default every caller passes"),
+    ("optiml/cluster/gpu_workers.py", "slot: int = 1", "a default every caller passes"),
+    ("optiml/app/optimize.py", 'float("nan"), 0, 1, 0', "_untimed's warm-up count, which nothing reads"),
+    ("optiml/best.py", "c.median_ms >= 0", "a zero median is dropped by `c.median_ms and` already"),
+    ("optiml/cli/__init__.py", "1 if quiet", "a verbose count that -q silences anyway"),
+    ("optiml/cli/calibrate.py", "indent=2", "JSON indentation: layout only"),
+    ("optiml/cli/kernel.py", "indent=3", "JSON indentation: layout only"),
+    ("optiml/verify/calibrate.py", "indent=2", "JSON indentation: layout only"),
+    ("optiml/cubin.py", "1 <= index", "symbol 0 is the null symbol, named #0 in every build"),
+    ("optiml/dtypes.py", "9221365074855181009", "a NaN's payload, made and checked by one function"),
+    ("optiml/edits/atomics.py", "sub is not None or", "an identifier always has a parent; only a subscript has indices"),
+    ("optiml/edits/reductions.py", "return None", "a value read only for its truth"),
+    ("optiml/edits/templates/__init__.py", "if m else 1", "an unreadable arch is compared only with min_sm 0, 80 and 90"),
+    ("optiml/edits/templates/aliases.py", "declared.get(name, 1)", "every name looked up was counted by the same walk"),
+    ("optiml/edits/templates/rowwise.py", "// 5 <= 49152",
+     "the two-blocks-an-SM estimate's divisor: every point of the spaces was checked to choose alike"),
+    ("optiml/gpus.py", 'split(",", 2)', "no GPU name holds a comma"),
+    ("optiml/procs.py", "timeout=31", "a wait after SIGKILL: the child is gone either way"),
+    ("optiml/verify/worker_client.py", "timeout=31", "a wait after SIGKILL: the child is gone either way"),
+    ("optiml/profiler/metrics.py", "dot >= 1", "no ncu metric name starts with a dot"),
+    ("optiml/profiler/ncu_csv.py", "else -2", "only a grouping key for a launch without an id"),
+    ("optiml/runner/judge.py", "d_rel is None and t.rel_rms is None", "a spec's rel_rms is None exactly for integer dtypes"),
+    ("optiml/runner/runner.py", "sum(2 for it", "the upstream count is only compared with 0"),
+    ("optiml/traces/export.py", "if not TYPE_CHECKING", "the store's sqlite_utils imports pandas already"),
+    ("optiml/draft/kernelbench.py", 'arrays[i][1] == "output"', "recognize_gemm reads only the scalars' roles"),
+    ("optiml/source.py", "maxsize=2", "the parser cache's size: one parser is ever made"),
+    ("optiml/traces/html/specs.py", '"right": 21', "a chart's padding by one pixel: layout only"),
+    ("optiml/traces/html/specs.py", '"left": 41', "a chart's padding by one pixel: layout only"),
+    ("optiml/traces/html/specs.py", '"bottom": 11', "a chart's padding by one pixel: layout only"),
+    ("optiml/traces/html/specs.py", '"gradientLength": 161', "a legend's length by one pixel: layout only"),
+    ("optiml/traces/html/specs.py", '"value": 37}', "a point's area by one square pixel: layout only"),
+    ("optiml/traces/html/specs.py", '"value": 221}', "a point's area by one square pixel: layout only"),
+    ("optiml/traces/html/specs.py", '"value": -2}', "the selection's empty value: no node is -1 or -2"),
+    ("optiml/verify/calibrate.py", "[times[0]] * 4", "one time's quartiles: only the first three are read"),
+    ("optiml/verify/gpu_timing.py", "max(2, (2 * gpu.l2_bytes)", "the flush size differs only for an L2 under 4 bytes"),
+    ("optiml/verify/worker.py", "_reference_failure(result, sizes, e)\n                return None",
+     "a value read only for its truth"),
+)
+
+
+def why(file: str, old: str, new: str) -> str | None:
+    """The reason a mutant of ``file`` is listed as equivalent, or None."""
+    return next((w for f, text, w in EQUIVALENT if f == file and text in new and text not in old), None)
