@@ -201,3 +201,14 @@ def test_a_survivor_listed_as_equivalent_is_reported_with_its_reason_and_left_ou
     rows = json.loads(out.read_text())
     assert [r["outcome"] for r in rows].count("equivalent") == 1
     assert next(r for r in rows if r["outcome"] == "equivalent")["why"] == "a reason given"
+
+
+def test_another_seed_draws_fresh_mutants_the_standing_set_does_not_hold(tmp_path):
+    pkg = tmp_path / "optiml"
+    pkg.mkdir()
+    (pkg / "small.py").write_text(MODULE)
+    standing = generated.generate(pkg / "small.py", tmp_path, per_module=4)
+    fresh = generated.generate(pkg / "small.py", tmp_path, per_module=4, seed=1)
+    assert len(standing) == len(fresh) == 4
+    assert not {m[1:3] for m in standing} & {m[1:3] for m in fresh}
+    assert generated.generate(pkg / "small.py", tmp_path, per_module=4) == standing      # the same each time

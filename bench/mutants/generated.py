@@ -127,7 +127,9 @@ def named_after(test_file: str, module: str) -> bool:
 
 
 def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """Up to ``per_module`` (file, old, new, tests) for ``module``, spread over its functions."""
+    """Up to ``per_module`` (file, old, new, tests) for ``module``, spread over its functions. Seed 0 is
+    the standing set; another seed draws mutants the standing set does not hold (fresh ones, which the
+    tests were not written against)."""
     text = module.read_text()
     lines = text.split("\n")
     tree = ast.parse(text)
@@ -140,6 +142,8 @@ def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> li
     pools = [rng.sample(v, len(v)) for _, v in sorted(by_fn.items())]
     rng.shuffle(pools)
     picked, seen = [], set()
+    if seed:
+        seen = {(old, new) for _, old, new, _ in generate(module, repo, per_module, 0)}
     while len(picked) < per_module and any(pools):
         for pool in pools:
             while pool and len(picked) < per_module:

@@ -643,6 +643,9 @@ def main(argv=None) -> int:
                     help="also mutants generated from this module's code (may be repeated)")
     ap.add_argument("--changed", metavar="REV", help="also mutants generated from every package module changed since REV")
     ap.add_argument("--per-module", type=int, default=8, help="generated mutants a module (default 8)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="generated mutants drawn with this seed: 0 (the default) is the standing set, another "
+                         "seed draws fresh mutants the standing set does not hold")
     ap.add_argument("--coverage", type=Path, metavar="FILE",
                     help="a coverage data file with a context a test (made here, on the unmutated copy, when FILE "
                          "does not exist): each mutant runs the tests that execute its lines first")
@@ -672,7 +675,7 @@ def main(argv=None) -> int:
                 return 2
             area = ".".join(mod.relative_to(repo).with_suffix("").parts[1:])
             mutants += [Mutant(area, f, old, new, tests, generated=True)
-                        for f, old, new, tests in generate(mod, repo, args.per_module)]
+                        for f, old, new, tests in generate(mod, repo, args.per_module, args.seed)]
     if args.list:
         for i, m in enumerate(mutants, 1):
             print(f"{i:3d} {m.area:7s} {'*' if m.planted else ' '} {m.name}  ->  {m.new.strip()[:50]!r}")
