@@ -232,3 +232,14 @@ def test_launch_beyond_cuda_limits_is_a_launch_error(tmp_path):
     edge = '// optiml:launch {grid = [2147483647, 65535, 65535], block = [1, 1, 64]}\n' + KERNEL
     launch = spec.resolve_launch({"N": 1000}, parse_source(edge))
     assert launch.grid == (2**31 - 1, 65535, 65535) and launch.block == (1, 1, 64)
+
+
+def test_a_shape_naming_every_size_is_checked_before_the_source_is_read(tmp_path):
+    """parse_spec (no kernel read yet) checks each expression that names only sizes, all of them
+    included: N - 2000 is negative at the verification size N = 1000."""
+    import tomllib
+
+    from optiml.spec.load import parse_spec
+    data = tomllib.loads(SPEC.replace('shape = ["N"]\ninit', 'shape = ["N - 2000"]\ninit'))
+    with pytest.raises(SpecError, match=r"args\.x\.shape\[0\] = 'N - 2000' is -1000 at sizes \{'N': 1000\}; it must be positive"):
+        parse_spec(data, tmp_path / "scale.toml")
