@@ -243,3 +243,23 @@ def test_a_shape_naming_every_size_is_checked_before_the_source_is_read(tmp_path
     data = tomllib.loads(SPEC.replace('shape = ["N"]\ninit', 'shape = ["N - 2000"]\ninit'))
     with pytest.raises(SpecError, match=r"args\.x\.shape\[0\] = 'N - 2000' is -1000 at sizes \{'N': 1000\}; it must be positive"):
         parse_spec(data, tmp_path / "scale.toml")
+
+
+@pytest.mark.parametrize("dim, shown", [("1.5", "1.5"), ("true", "True")])
+def test_a_dimension_that_is_neither_an_integer_nor_an_expression_is_refused(tmp_path, dim, shown):
+    with pytest.raises(SpecError, match=rf"args\.x\.shape\[0\] must be an integer or an expression string, not {shown}\."):
+        load(tmp_path, SPEC.replace('shape = ["N"]\ninit', f'shape = [{dim}]\ninit'))
+
+
+def test_an_integer_beyond_two_to_the_thousandth_is_too_large(tmp_path):
+    """A number read from the spec (here a tolerance) as a Python int of any size: past 2**1000 it is
+    refused as too large, one sentence, before float() would overflow or round it."""
+    import tomllib
+
+    from optiml.spec.load import parse_spec
+    data = tomllib.loads(SPEC)
+    data["tolerance"] = {"float32": {"atol": 2**1000 + 1}}
+    with pytest.raises(SpecError, match=r"tolerance\.float32\.atol is too large"):
+        parse_spec(data, tmp_path / "scale.toml")
+    data["tolerance"] = {"float32": {"atol": 2**1000}}
+    assert parse_spec(data, tmp_path / "scale.toml").tolerance("float32").atol == float(2**1000)
