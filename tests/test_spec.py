@@ -263,3 +263,12 @@ def test_an_integer_beyond_two_to_the_thousandth_is_too_large(tmp_path):
         parse_spec(data, tmp_path / "scale.toml")
     data["tolerance"] = {"float32": {"atol": 2**1000}}
     assert parse_spec(data, tmp_path / "scale.toml").tolerance("float32").atol == float(2**1000)
+
+
+def test_a_zero_dimension_is_refused_and_a_zero_count_is_not(tmp_path):
+    with pytest.raises(SpecError, match=r"args\.x\.shape\[0\] = 'N - 1000' is 0 at sizes \{'N': 1000\}; it must be positive"):
+        load(tmp_path, SPEC.replace('shape = ["N"]\ninit', 'shape = ["N - 1000"]\ninit'))
+    spec = load(tmp_path, SPEC.replace('bytes = "8 * N"', 'bytes = "0 * N"'))
+    assert spec.count("bytes", {"N": 10}) == 0
+    with pytest.raises(SpecError, match=r"counts\.bytes = '-N' is -1048576 at sizes \{'N': 1048576\}; it must be zero or positive"):
+        load(tmp_path, SPEC.replace('bytes = "8 * N"', 'bytes = "-N"'))
