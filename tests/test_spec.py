@@ -272,3 +272,9 @@ def test_a_zero_dimension_is_refused_and_a_zero_count_is_not(tmp_path):
     assert spec.count("bytes", {"N": 10}) == 0
     with pytest.raises(SpecError, match=r"counts\.bytes = '-N' is -1048576 at sizes \{'N': 1048576\}; it must be zero or positive"):
         load(tmp_path, SPEC.replace('bytes = "8 * N"', 'bytes = "-N"'))
+
+
+def test_a_reference_kind_says_where_it_runs():
+    from optiml.spec.model import Reference
+    assert [(Reference(k).is_python, Reference(k).on_gpu) for k in ("seed", "python", "torch", "cupy")] == \
+        [(False, False), (True, False), (True, True), (True, True)]

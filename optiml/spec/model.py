@@ -1,7 +1,6 @@
 """The task spec's types: sizes, arguments, launch geometry, reference, tolerances and timing."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -62,10 +61,6 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_mem: int
-
-    @property
-    def threads(self) -> int:
-        return math.prod(self.block) * math.prod(self.grid)
 
 
 @dataclass(frozen=True)
