@@ -411,3 +411,17 @@ def test_a_candidate_not_yet_on_a_gpu_can_be_withdrawn(tmp_path):
     assert [d.status for d in done] == ["ok"] * 3
     assert sorted(j.candidate.constants.get("BLOCK") for j in harnesses[0].jobs) == [32, 64, 96, 128]
     assert pool._outstanding == 0 and not pool._live
+
+
+def test_closing_stops_every_thread_and_closes_the_harnesses_and_stages_once(tmp_path):
+    pool, harnesses, clock, prep = make(tmp_path)
+    closed = collections.Counter()
+    assert pool.submit(Candidate(src(64))).result(timeout=120).status == "ok"
+    for h in harnesses.values():
+        h.close = lambda: closed.update(["harness"])
+    prep.profiler.close = lambda: closed.update(["profiler"])
+    pool.close()
+    assert not any(t.is_alive() for t in [*pool._threads, pool._bg_thread])
+    assert closed == {"harness": 1, "profiler": 1}, closed
+    pool.close()                                    # a second close does nothing more
+    assert closed == {"harness": 1, "profiler": 1}
