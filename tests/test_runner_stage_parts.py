@@ -82,3 +82,23 @@ def test_a_runner_for_one_candidate_at_a_time_uses_gpu_0_unless_told(tmp_path):
     for kw, want in (({}, [0]), ({"device": 2}, [2])):
         with Runner.sequential(spec, KERNEL, FakeHarness(), FakeHarness(), **kw) as runner:
             assert [d.index for d in runner.devices] == want
+
+
+def test_a_failed_evaluation_is_the_same_object_with_its_status_and_message():
+    from optiml.runner.types import Evaluation
+    from optiml.status import Status
+    ev = Evaluation("ok")
+    assert ev.fail(Status.COMPILE_ERROR, "nvcc failed") is ev
+    assert (ev.status, ev.message, ev.ok) == (Status.COMPILE_ERROR, "nvcc failed", False)
+
+
+def test_a_prepared_job_runs_on_gpu_0_until_a_gpu_stage_places_it(tmp_path):
+    """The Preparer's job leaves the device to the GPU stage that takes it (HarnessJob's default, 0)."""
+    from optiml.build import NvccBuilder
+    from optiml.runner import Preparer
+    from optiml.runner.types import Evaluation
+    from optiml.verify.harness import KernelBinary
+    from tests.test_spec import KERNEL, load
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"))
+    job = prep.job(KernelBinary("/k.cubin", "scale", ()), Evaluation("ok"))
+    assert job.device == 0 and "scale" in job.reference.symbol and job.time_it

@@ -123,10 +123,10 @@ class Preparer:
             out.append(Case(0, (base_seed + 1_000_003 * n) % 2**31))
         return tuple(out)
 
-    def job(self, kb: KernelBinary, ev: Evaluation, *, time_it: bool = True, baseline: KernelBinary | None = None,
-            device: int = 0) -> HarnessJob | None:
-        """The GPU job for a built candidate on fresh inputs; None (and ``ev`` a reference_error)
-        when the seed reference does not build."""
+    def job(self, kb: KernelBinary, ev: Evaluation, *, time_it: bool = True,
+            baseline: KernelBinary | None = None) -> HarnessJob | None:
+        """The GPU job for a built candidate on fresh inputs (its device is set by the GPU stage that
+        takes it); None (and ``ev`` a reference_error) when the seed reference does not build."""
         try:
             reference = self.reference_binary()
         except ReferenceUnavailable as e:
@@ -135,7 +135,7 @@ class Preparer:
         base_seed = self.seed if self.seed is not None else secrets.randbelow(2**31)
         ev.seed = base_seed
         return HarnessJob(spec=self.spec, candidate=kb, reference=reference, cases=self.cases(base_seed),
-                          time_it=time_it, device=device, baseline=baseline, ops_cubin=self.ops_cubin())
+                          time_it=time_it, baseline=baseline, ops_cubin=self.ops_cubin())
 
     def first_time(self, key: str) -> bool:
         """True the first time ``key`` is asked of this run, then False: to say a thing once."""
