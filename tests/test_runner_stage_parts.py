@@ -102,3 +102,26 @@ def test_a_prepared_job_runs_on_gpu_0_until_a_gpu_stage_places_it(tmp_path):
     prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"))
     job = prep.job(KernelBinary("/k.cubin", "scale", ()), Evaluation("ok"))
     assert job.device == 0 and "scale" in job.reference.symbol and job.time_it
+
+
+def test_the_fair_lock_lets_its_waiters_in_one_after_another_in_the_order_they_asked():
+    """A broken ticket count (two tickets a request) would leave the second waiter waiting for ever:
+    every thread here must get in within seconds, in the order it asked."""
+    import threading
+    import time
+
+    from optiml.runner import FairLock
+    lock, order = FairLock(), []
+    with lock:                                     # held while three threads line up behind it
+        threads = []
+        for i in range(3):
+            threads.append(threading.Thread(target=lambda i=i: (lock.__enter__(), order.append(i), lock.__exit__()),
+                                            daemon=True))
+            threads[-1].start()
+            time.sleep(0.05)
+    for t in threads:
+        t.join(timeout=5)
+    assert not any(t.is_alive() for t in threads) and order == [0, 1, 2]
+    with lock:
+        pass
+    assert lock.held_s > 0.1
