@@ -37,3 +37,13 @@ def test_the_band_of_the_final_timing_holds_only_timed_candidates():
     got = in_band([Ranked("none", None, None, 1, 1), Ranked("zero", 0.0, 0.01, 1, 2), Ranked("neg", -1.0, 0.01, 1, 3),
                    Ranked("slow", 1.5, 0.01, 1, 4), Ranked("a", 1.0, 0.01, 2, 5), Ranked("b", 1.015, 0.01, 1, 6)])
     assert [c.key for c in got] == ["a", "b"]
+
+
+def test_a_candidate_exactly_at_the_edge_of_the_noise_band_is_in_it():
+    """The band is the fastest median times 1 + twice its spread (here 1.0 ms and 0.25: up to 1.5 ms,
+    exact in binary): 1.5 ms is within it, the next float above is not."""
+    import math
+
+    from optiml.best import in_band
+    edge = [Ranked("fast", 1.0, 0.25, 1, 1), Ranked("edge", 1.5, 0.0, 1, 2), Ranked("past", math.nextafter(1.5, 2), 0.0, 1, 3)]
+    assert [c.key for c in in_band(edge)] == ["fast", "edge"]
