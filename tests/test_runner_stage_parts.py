@@ -125,3 +125,21 @@ def test_the_fair_lock_lets_its_waiters_in_one_after_another_in_the_order_they_a
     with lock:
         pass
     assert lock.held_s > 0.1
+
+
+def test_a_failed_profile_is_warned_about_once_and_a_good_one_not_at_all(monkeypatch):
+    from loguru import logger
+    monkeypatch.setattr(stages, "with_diagnosis", lambda spec, ev, job, prof: prof)
+    seen = []
+    sink = logger.add(lambda m: seen.append(str(m)), level="WARNING")
+    logger.enable("optiml")
+    try:
+        stage = ProfileStage(SimpleNamespace(spec=None), None, prestart=False)
+        ok = SimpleNamespace(status=ProfileStatus.OK, ok=True, wall_s=0.1, message="")
+        bad = SimpleNamespace(status=ProfileStatus.ERROR, ok=False, wall_s=0.1, message="ncu is not installed")
+        for prof in (ok, ok, bad, bad, ok):
+            stage._attach(SimpleNamespace(stage_s={}, profile=None), FakeJob("a"), prof)
+    finally:
+        logger.remove(sink)
+        logger.disable("optiml")
+    assert len(seen) == 1 and "profiling failed (error: ncu is not installed); going on with runtime alone" in seen[0]
