@@ -254,8 +254,11 @@ def test_a_loss_kernels_count_and_atomic_total_are_drafted_so_the_spec_runs(tmp_
     in the kernel's own scalar, which the spec could not evaluate), and an output the kernel adds
     into with atomicAdd starts at 0 (inout), not poisoned."""
     need_torch()
-    spec, _ = draft(tmp_path, MSE_TASK, "mse", MSE_KERNEL)
+    spec, text = draft(tmp_path, MSE_TASK, "mse", MSE_KERNEL)
     args = {a.name: a for a in spec.args}
     assert args["out"].role == "inout" and args["out"].init.value == 0.0
+    # init's test on the CPU emulation also starts the total at 0, so the draft is confirmed there
+    assert 'value = "batch_size * dim"  # verified on the CPU emulation' in text
+    assert "verified on the CPU emulation at the verify sizes" in text and "the draft fails" not in text
     assert args["n"].value == "batch_size * dim"
     assert "(batch_size * dim)" in spec.launch.grid[0] and "n," not in spec.launch.grid[0]
