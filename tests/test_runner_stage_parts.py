@@ -105,26 +105,40 @@ def test_a_prepared_job_runs_on_gpu_0_until_a_gpu_stage_places_it(tmp_path):
 
 
 def test_the_fair_lock_lets_its_waiters_in_one_after_another_in_the_order_they_asked():
-    """A broken ticket count (two tickets a request) would leave the second waiter waiting for ever:
-    every thread here must get in within seconds, in the order it asked."""
+    """A broken ticket count (two tickets a request, a first ticket not served) would leave a thread
+    waiting for ever: the holder and every waiter run in threads here and must all finish within
+    seconds, the waiters in the order they asked."""
     import threading
     import time
 
     from optiml.runner import FairLock
-    lock, order = FairLock(), []
-    with lock:                                     # held while three threads line up behind it
-        threads = []
-        for i in range(3):
-            threads.append(threading.Thread(target=lambda i=i: (lock.__enter__(), order.append(i), lock.__exit__()),
-                                            daemon=True))
-            threads[-1].start()
-            time.sleep(0.05)
-    for t in threads:
-        t.join(timeout=5)
-    assert not any(t.is_alive() for t in threads) and order == [0, 1, 2]
-    with lock:
-        pass
-    assert lock.held_s > 0.1
+    lock, order, lined_up = FairLock(), [], threading.Event()
+
+    def waiter(i):
+        with lock:
+            order.append(i)
+
+    def holder():
+        with lock:                                 # held while three threads line up behind it
+            order.append("holder")
+            for i in range(3):
+                asked = lock._next                 # the tickets handed out so far
+                threading.Thread(target=waiter, args=(i,), daemon=True).start()
+                until = time.monotonic() + 2       # each waiter has its ticket before the next starts
+                while lock._next == asked and time.monotonic() < until:
+                    time.sleep(0.001)
+                time.sleep(0.02)
+            lined_up.set()
+        with lock:
+            order.append("again")
+
+    t = threading.Thread(target=holder, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 5
+    while len(order) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert order == ["holder", 0, 1, 2, "again"], order
+    assert lock.held_s >= 0.06                      # the holder alone held it 3 x 0.02 s
 
 
 def test_a_failed_profile_is_warned_about_once_and_a_good_one_not_at_all(monkeypatch):
