@@ -102,3 +102,20 @@ def test_the_diagnosis_reads_half_precision_from_the_inputs(tmp_path):
     plain = load(tmp_path, SPEC)                     # float32 throughout: no such sentence
     got = with_diagnosis(plain, Evaluation("ok"), _job(plain), prof)
     assert not any("Tensor cores" in s for s in got.diagnosis)
+
+
+def test_float32_inputs_with_many_flops_a_byte_are_not_read_as_a_half_product(tmp_path):
+    """The same FLOPs a byte with float32 inputs (a half output does not count): no tensor-core sentence;
+    and a failed profile comes back as it is, with no diagnosis."""
+    prof = ProfileResult(ProfileStatus.OK, metrics={"tensor_pipe_active_pct": 0.0})
+    for spec_text, kernel in [(HALF_INPUTS.replace('dtype = "float16"', 'dtype = "float32"'),
+                               MIX.replace("const __half* a", "const float* a").replace("__half2float(a[i])", "a[i]")),
+                              (HALF_INPUTS.replace('dtype = "float16"', 'dtype = "float32"').replace(
+                                  'name = "y"\ndtype = "float32"', 'name = "y"\ndtype = "float16"'),
+                               MIX.replace("const __half* a, float* y", "const float* a, __half* y")
+                                  .replace("__half2float(a[i])", "__float2half(a[i])"))]:
+        spec = load(tmp_path, spec_text, kernel)
+        got = with_diagnosis(spec, Evaluation("ok"), _job(spec), prof)
+        assert not any("Tensor cores" in s for s in got.diagnosis), got.diagnosis
+    failed = ProfileResult.failure(ProfileStatus.ERROR, "ncu is not installed")
+    assert with_diagnosis(spec, Evaluation("ok"), _job(spec), failed) is failed
