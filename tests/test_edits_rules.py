@@ -268,3 +268,11 @@ def test_a_kernel_that_cannot_launch_for_its_registers_is_not_proposed():
     light = NodeView(source=half, entry="softmax_long", resources={"registers": 32})
     up = lambda v: [p.edit for p in rules.candidates(v) if p.edit.startswith("OPTIML_BLOCK_SIZE 512 -> 1024")]
     assert up(light) and not up(heavy), (up(light), up(heavy))
+
+
+def test_memory_bound_means_at_least_60_percent_of_the_memory_and_under_40_of_the_sms():
+    from optiml.edits.rules import _memory_bound
+    assert _memory_bound({"memory_throughput_pct": 60.0, "sm_throughput_pct": 39.9})
+    assert not _memory_bound({"memory_throughput_pct": 59.9, "sm_throughput_pct": 10.0})
+    assert not _memory_bound({"memory_throughput_pct": 90.0, "sm_throughput_pct": 40.0})
+    assert not _memory_bound({"memory_throughput_pct": 90.0})

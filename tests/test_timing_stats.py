@@ -47,3 +47,9 @@ def test_spec_precision_default_key_and_range(tmp_path):
     with pytest.raises(SpecError, match=r"timing.precision must be at least 0 and below 1 .*not -0.1") as e:
         load(tmp_path, SPEC + "\n[timing]\nprecision = -0.1\n")
     assert "\n" not in str(e.value)
+
+
+def test_a_plans_kernel_time_counts_its_warm_ups_with_its_timed_launches():
+    from optiml.verify.timing_stats import BlockPlan
+    plan = BlockPlan(rounds=3, reps=(10, 4), warmup=(2, 1))
+    assert plan.own_ms((0.5, 2.0)) == 3 * ((10 + 2) * 0.5 + (4 + 1) * 2.0)
