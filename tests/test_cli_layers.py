@@ -212,3 +212,11 @@ def test_a_resumed_search_whose_budget_is_spent_shows_no_candidates_to_come():
         progress = []
         _search(None, 1, search, SimpleNamespace(), budget, resumed, lambda *a: progress.append(a))
         assert progress == [(0, total, 1.0)], (resumed, evaluations, budget, progress)
+
+
+def test_a_finished_line_gives_a_failures_message_and_not_an_ok_candidates():
+    from optiml.app.optimize import Finished
+    ok = Finished(3, 10, 7, "BLOCK 128 -> 256", "ok", "timed with a note", 0.5, 2.0)
+    bad = Finished(4, 10, 8, "unroll 4", "compile_error", "error: expected\n  a ';'", None, None)
+    assert ok.line() == "[3/10] node 7 ok 0.5 ms 2.00x  BLOCK 128 -> 256"
+    assert bad.line() == "[4/10] node 8 compile_error (error: expected a ';')  unroll 4"

@@ -10,6 +10,7 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/app/evaluate.py", "device: int = 1", "a default every caller passes"),
     ("optiml/cluster/gpu_workers.py", "slot: int = 1", "a default every caller passes"),
     ("optiml/app/optimize.py", 'float("nan"), 0, 1, 0', "_untimed's warm-up count, which nothing reads"),
+    ("optiml/app/optimize.py", 'float("nan"), 0, 0, 1, False', "_untimed's input-set count, which nothing reads"),
     ("optiml/best.py", "c.median_ms >= 0", "a zero median is dropped by `c.median_ms and` already"),
     ("optiml/cli/__init__.py", "1 if quiet", "a verbose count that -q silences anyway"),
     ("optiml/cli/calibrate.py", "indent=2", "JSON indentation: layout only"),
