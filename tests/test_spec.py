@@ -278,3 +278,14 @@ def test_a_reference_kind_says_where_it_runs():
     from optiml.spec.model import Reference
     assert [(Reference(k).is_python, Reference(k).on_gpu) for k in ("seed", "python", "torch", "cupy")] == \
         [(False, False), (True, False), (True, True), (True, True)]
+
+
+def test_the_summary_for_a_proposer_names_the_reference(tmp_path):
+    import dataclasses
+
+    from optiml.spec.model import Reference
+    spec = load(tmp_path)
+    assert "reference: the original kernel's outputs" in spec.summary()
+    assert "reference: a Python reference implementation" in dataclasses.replace(spec, reference=Reference("python")).summary()
+    assert "reference: a Python reference on torch GPU arrays" in \
+        dataclasses.replace(spec, reference=Reference("torch")).summary()
