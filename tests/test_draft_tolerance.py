@@ -105,3 +105,9 @@ def test_init_without_a_task_writes_the_defaults_with_the_reason(tmp_path):
     text = draft_spec(SOFTMAX_KERNEL, tmp_path / "soft.cu")
     assert "float32 = { atol = 0.0001, rtol = 0.0001, rel_rms = 0.001 }" in text
     assert "# float32: " in text and "relative check holds there regardless" in text
+
+
+def test_a_size_of_one_counts_in_the_fit_and_a_sum_of_two_terms_is_named():
+    assert extrapolate_rms([(1.0, 1.0), (4.0, 4.0)], 16.0) == pytest.approx(16.0)
+    assert "(sums of 2 terms fit them)" in draft_tolerance("float32", reduction=2)[1]
+    assert "terms" not in draft_tolerance("float32", reduction=1)[1]
