@@ -48,6 +48,6 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def why(file: str, old: str, new: str) -> str | None:
-    """The reason a mutant of ``file`` is listed as equivalent, or None."""
-    return next((w for f, text, w in EQUIVALENT if f == file and text in new and text not in old), None)
+def entry(file: str, old: str, new: str) -> tuple[str, str, str] | None:
+    """The entry that lists a mutant of ``file`` (its old and new code) as equivalent, or None."""
+    return next((e for e in EQUIVALENT if e[0] == file and e[1] in new and e[1] not in old), None)

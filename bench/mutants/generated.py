@@ -126,6 +126,23 @@ def named_after(test_file: str, module: str) -> bool:
     return _closeness(Path(test_file).name, Path(module).with_suffix(""))[0] <= 1
 
 
+def _draw(by_fn: dict[str, list], name: str, per_module: int, seed: int, exclude: set) -> list[tuple[str, str]]:
+    """Up to ``per_module`` (old, new) not in ``exclude``, one function's pool at a time in turn."""
+    rng = random.Random(f"{seed}:{name}")
+    pools = [rng.sample(v, len(v)) for _, v in sorted(by_fn.items())]
+    rng.shuffle(pools)
+    picked, seen = [], set(exclude)
+    while len(picked) < per_module and any(pools):
+        for pool in pools:
+            while pool and len(picked) < per_module:
+                old, new = pool.pop()
+                if (old, new) not in seen:
+                    seen.add((old, new))
+                    picked.append((old, new))
+                    break
+    return picked
+
+
 def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> list[tuple[str, str, str, tuple[str, ...]]]:
     """Up to ``per_module`` (file, old, new, tests) for ``module``, spread over its functions. Seed 0 is
     the standing set; another seed draws mutants the standing set does not hold (fresh ones, which the
@@ -138,20 +155,8 @@ def generate(module: Path, repo: Path, per_module: int = 8, seed: int = 0) -> li
         snip = _snippet(text, lines, node, ast.unparse(repl))
         if snip is not None and snip[0] != snip[1]:
             by_fn.setdefault(fn or "", []).append(snip)
-    rng = random.Random(f"{seed}:{module.name}")
-    pools = [rng.sample(v, len(v)) for _, v in sorted(by_fn.items())]
-    rng.shuffle(pools)
-    picked, seen = [], set()
-    if seed:
-        seen = {(old, new) for _, old, new, _ in generate(module, repo, per_module, 0)}
-    while len(picked) < per_module and any(pools):
-        for pool in pools:
-            while pool and len(picked) < per_module:
-                old, new = pool.pop()
-                if (old, new) not in seen:
-                    seen.add((old, new))
-                    picked.append((old, new))
-                    break
+    exclude = set(_draw(by_fn, module.name, per_module, 0, set())) if seed else set()
+    picked = _draw(by_fn, module.name, per_module, seed, exclude)
     tests = tests_of(module, repo)
     rel = str(module.relative_to(repo))
     return [(rel, old, new, tests) for old, new in picked]

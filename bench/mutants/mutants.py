@@ -629,6 +629,16 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
     return f"error: pytest ({tail.strip().splitlines()[-1] if tail.strip() else 'no output'})", secs
 
 
+def write_json(path: Path, mutants: list[Mutant], results: dict[int, tuple[str, float]],
+               equiv: dict[int, str] | None = None) -> None:
+    """Every mutant run so far (area, file, old, new, outcome, seconds; an equivalent one's reason)."""
+    equiv = equiv or {}
+    path.write_text(json.dumps([
+        {"area": mutants[k].area, "file": mutants[k].file, "old": mutants[k].old, "new": mutants[k].new,
+         "outcome": "equivalent" if k in equiv else r[0], "seconds": round(r[1], 1),
+         **({"why": equiv[k]} if k in equiv else {})} for k, r in sorted(results.items())], indent=1))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Apply each mutant to a copy of the repository and run its CPU tests; "
                                              "print killed/total per area and the survivors (no GPU needed).")
@@ -720,9 +730,7 @@ def main(argv=None) -> int:
             with lock:
                 results[i] = res
                 if args.json is not None:
-                    args.json.write_text(json.dumps([
-                        {"area": mutants[k].area, "file": mutants[k].file, "old": mutants[k].old, "new": mutants[k].new,
-                         "outcome": r[0], "seconds": round(r[1], 1)} for k, r in sorted(results.items())], indent=1))
+                    write_json(args.json, mutants, results)
                 print(f"[{len(results):3d}/{len(mutants)}] {res[0]:8s} {res[1]:5.1f} s  {mutants[i].area:7s} "
                       f"{mutants[i].name}", flush=True)
 
@@ -730,13 +738,11 @@ def main(argv=None) -> int:
             list(pool.map(one, range(len(mutants))))
 
     # a survivor listed in equivalent.py is reported with its reason and left out of the score
-    equiv = {i: w for i, r in results.items() if r[0] == "survived"
-             and (w := equivalent.why(mutants[i].file, mutants[i].old, mutants[i].new))}
+    listed = {i: e for i, r in results.items() if r[0] == "survived"
+              and (e := equivalent.entry(mutants[i].file, mutants[i].old, mutants[i].new))}
+    equiv = {i: e[2] for i, e in listed.items()}
     if args.json is not None:
-        args.json.write_text(json.dumps([
-            {"area": mutants[k].area, "file": mutants[k].file, "old": mutants[k].old, "new": mutants[k].new,
-             "outcome": "equivalent" if k in equiv else r[0], "seconds": round(r[1], 1),
-             **({"why": equiv[k]} if k in equiv else {})} for k, r in sorted(results.items())], indent=1))
+        write_json(args.json, mutants, results, equiv)
     width = max(8, *(len(m.area) for m in mutants))
     print(f"\n{'area':{width}s} {'killed':>6s} {'equiv':>6s} {'total':>6s} {'score':>6s}")
     ok = True
@@ -758,11 +764,11 @@ def main(argv=None) -> int:
         for i, w in sorted(equiv.items()):
             print(f"  {mutants[i].name}  ->  {mutants[i].new.strip()[:50]!r}: {w}")
     run_files = {m.file for i, m in enumerate(mutants) if i in results and m.generated}
-    stale = [(f, text) for f, text, _ in equivalent.EQUIVALENT if f in run_files and not args.seed     # the standing set's
-             and not any(mutants[i].file == f and text in mutants[i].new and text not in mutants[i].old for i in equiv)]
+    stale = [e for e in equivalent.EQUIVALENT if e[0] in run_files and not args.seed     # the standing set's
+             and e not in listed.values()]
     if stale:
         print("\nlisted as equivalent but no survivor of this run matches (review, remove if stale):")
-        for f, text in stale:
+        for f, text, _ in stale:
             print(f"  {f}: {text!r}")
     bad = [(mutants[i], r[0]) for i, r in sorted(results.items()) if r[0] != "killed" and i not in equiv]
     if bad:
@@ -770,6 +776,7 @@ def main(argv=None) -> int:
         for m, outcome in bad:
             print(f"  {outcome:8s} {m.area:7s} {m.name}  ->  {m.new.strip()[:60]!r}")
     return 0 if ok and not any(o.startswith("error") for _, o in bad) else 1
+
 
 if __name__ == "__main__":
     sys.exit(main())
