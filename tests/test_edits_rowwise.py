@@ -688,7 +688,8 @@ def test_the_cluster_form_spreads_a_row_over_a_cluster_and_compiles(tmp_path, na
     from concurrent.futures import ThreadPoolExecutor
 
     from tests.test_edits_templates import FRONT_ONLY, build
-    points = [start, t.points()[-1]]              # each alone (their helpers would clash in one file); the start optimised, the rest FRONT_ONLY
+    # each alone (their helpers would clash in one file); the start optimised, the rest FRONT_ONLY
+    points = [start, t.points()[-1]]
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda ip: build(tmp_path, instantiate_rowwise(src, op, ip[1], "row_cluster"), f"c{ip[0]}",
                                               ("-arch=sm_90", *(FRONT_ONLY if ip[0] else ()))), enumerate(points)))

@@ -57,6 +57,9 @@ LINEAR_SPEC = spec_of(arg("x", "input", ("M", "K")), arg("w", "input", ("N", "K"
 MATMUL_SPEC = spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N")))
 
 
+FRONT_ONLY = ("-Xcicc", "-O0")      # the device optimiser off: a batch of points checked at a fifth of the cost
+
+
 def build_all(tmp_path, sources: list[str], entry: str, flags=()) -> list[str]:
     """Compile many instantiations as one file (each its own entry name, the macros undefined between
     them: one nvcc run instead of one each); on a failure, each alone, to name the points that fail.
@@ -89,9 +92,6 @@ def build_all(tmp_path, sources: list[str], entry: str, flags=()) -> list[str]:
     with ThreadPoolExecutor(2) as pool:
         alone = list(pool.map(lambda ij: build(tmp_path, ij[1], f"p{ij[0]}", quick), enumerate(sources)))
     return [r.stderr[-300:] for r in alone if r.returncode != 0] or [r.stderr[-500:]]
-
-
-FRONT_ONLY = ("-Xcicc", "-O0")      # the device optimiser off: a batch of points checked at a fifth of the cost
 
 
 def compile_points(t) -> list[dict]:

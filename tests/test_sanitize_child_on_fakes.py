@@ -12,7 +12,7 @@ import pytest
 from optiml.spec.model import Launch
 from optiml.verify import sanitize_child
 from optiml.verify.harness import Case, HarnessJob, KernelBinary
-from tests.fake_pycuda import FakeDriver
+from tests.fake_pycuda import FakeDriver, FakeFunction
 from tests.test_spec import KERNEL, SPEC, load
 
 LAUNCHES = (Launch((8192, 1, 1), (128, 1, 1), 0), Launch((8, 1, 1), (128, 1, 1), 0), Launch((1, 1, 1), (77, 1, 1), 0))
@@ -29,14 +29,9 @@ def child(tmp_path, monkeypatch):
     (d / "job.pkl").write_bytes(pickle.dumps(job))
     drv, closed = FakeDriver(), []
     gpu = SimpleNamespace(drv=drv, stream=drv.Stream(), close=lambda: closed.append(True),
-                          load=lambda cand, spec: (None, drv.kernels.setdefault("scale", _fn(drv))))
+                          load=lambda cand, spec: (None, drv.kernels.setdefault("scale", FakeFunction(drv, "scale"))))
     monkeypatch.setattr(sanitize_child, "_open_gpu", lambda device: (gpu, None))
     return d, drv, closed
-
-
-def _fn(drv):
-    from tests.fake_pycuda import FakeFunction
-    return FakeFunction(drv, "scale")
 
 
 def _launches(drv):
