@@ -3,7 +3,8 @@ no test can fail on it. Each entry is (module, a text the mutant's new code hold
 not, why), checked against the module's callers when it was added. mutants.py consults this list only
 for a survivor: it is then reported as equivalent with its reason and left out of the module's score
 (killed / (total - equivalent)); a listed mutant that a test kills counts as killed. An entry that
-matches no survivor of a run is reported, so that a stale one is seen and removed."""
+matches no survivor of a run of the standing set (seed 0) is reported, so that a stale one is seen
+and removed."""
 from __future__ import annotations
 
 EQUIVALENT: tuple[tuple[str, str, str], ...] = (
