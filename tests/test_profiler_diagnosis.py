@@ -72,6 +72,21 @@ def test_tensor_cores_unused_only_for_the_naive_hgemm():
     assert "Tensor cores" not in joined(diagnose(naive))  # not a half-precision matmul
 
 
+@pytest.mark.parametrize("pct,said", [
+    (0.4, "Tensor cores are unused"),
+    (0.5, "Tensor cores are used but lightly (tensor pipe active 0.5% of peak)"),
+    (19.9, "Tensor cores are used but lightly (tensor pipe active 19.9% of peak)"),
+    (20.0, None),
+    (75.0, None),
+])
+def test_tensor_pipe_bands(pct, said):
+    text = joined(diagnose({"tensor_pipe_active_pct": pct}, is_half_matmul=True))
+    if said is None:
+        assert "Tensor cores" not in text
+    else:
+        assert said in text
+
+
 def test_latency_bound_when_nothing_is_busy():
     text = joined(diagnose({"sm_throughput_pct": 17.0, "dram_throughput_pct": 3.5}))
     assert text.startswith("Latency-bound")

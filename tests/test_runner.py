@@ -254,7 +254,6 @@ def test_a_candidate_that_queued_while_a_batch_ran_does_not_go_alone(tmp_path):
         assert len(got["batch"]) == 3
         with pool._count_lock:
             pool._outstanding -= 3
-            pool._in_batch -= 3
 
 
 class FakeLendingHarness(FakeGpuHarness):
@@ -310,7 +309,6 @@ def test_a_candidate_past_the_batch_stage_does_not_hold_a_batch(tmp_path):
         assert len(batch) == 1 and time.monotonic() - t0 < 1.0
         with pool._count_lock:
             pool._outstanding -= 2
-            pool._in_batch -= 1
             pool._live.clear()
 
 

@@ -418,6 +418,29 @@ _LAYERNORM_SHARED = """__global__ void k(const float *x, float *y, int rows, int
 """
 
 
+def _statistics_in_arrays(index: str) -> str:
+    """_LAYERNORM_SHARED with the mean and 1/std kept in element ``index`` of shared arrays."""
+    src = _LAYERNORM_SHARED.replace("__shared__ float s_mean, s_rstd;", "__shared__ float s_mean[2], s_rstd[2];")
+    for name in ("s_mean", "s_rstd"):
+        src = src.replace(f"{name} = ", f"{name}[{index}] = ").replace(f"= {name};", f"= {name}[{index}];")
+    return src
+
+
+@pytest.mark.parametrize("index,said", [("0", None), ("1", "float mean = s_mean[1]; reads s_mean at 1")])
+def test_a_statistic_kept_in_a_shared_arrays_first_element_is_read_as_its_value(tmp_path, index, said):
+    """stat[0] = sh[0] / cols is the statistic, as a shared scalar is; another element is not read."""
+    src = _statistics_in_arrays(index)
+    (tmp_path / "k.toml").write_text(_rows_spec('["rows"]', "[256]", scale=False))
+    (tmp_path / "k.cu").write_text(src)
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    op, why = recognize_rowwise(src, "k", spec)
+    if said is None:
+        assert op is not None, why
+        assert "float mean = (optiml_r1_s / cols);" in [s.body for s in op.steps]
+    else:
+        assert op is None and why == f"not templated: {said}"
+
+
 @pytest.mark.parametrize("in_loop", [False, True])
 def test_statistics_thread_0_keeps_in_shared_scalars_are_read_as_their_values(tmp_path, in_loop):
     """A block-a-row LayerNorm whose thread 0 puts the mean and 1/std in __shared__ scalars from the

@@ -73,6 +73,20 @@ def test_format_values():
     assert fmt_value("achieved_occupancy_pct", 94.0) == "94%"
     assert fmt_value("x", 0.125) == "0.125"
     assert metric_deltas({"a": 1.0, "b": 5}, {"a": 1.0, "b": 0}) == ["b 5 → 0"]
+    assert fmt_value("registers_per_thread", 1) == "1"
+    assert fmt_value("achieved_occupancy_pct", 1.0) == "1%"
+
+
+def test_metric_deltas_keep_a_change_of_five_percent_and_drop_a_smaller_one():
+    assert metric_deltas({"a": 100.0, "b": 100.0}, {"a": 95.0, "b": 96.0}) == ["a 100 → 95"]
+
+
+def test_a_child_of_a_failed_candidate_is_timed_against_the_seed_only(traj):
+    store, ids = traj
+    child = store.add_node(ids["run"], ids["wrong"], WRONG + "// fixed\n", proposer="llm")
+    store.finish_node(child, {"status": "ok", "median_ms": 0.5, "result": {"status": "ok", "median_ms": 0.5}})
+    time_line = format_node(store, child).splitlines()[1]
+    assert time_line == "time: 0.5 ms; 4.00x vs seed (2 ms)"
 
 
 def test_format_path_shows_steps_diffs_speedups_and_deltas(traj):

@@ -4,7 +4,7 @@ carries (empty where every output is right), the count of runs an Outcome report
 and row length among the extents and launches tried."""
 import numpy as np
 
-from optiml.draft.trial import Case, Launch, Trial, launches, size_exprs
+from optiml.draft.trial import Case, Launch, Trial, agreement, block_sizes, launches, size_exprs
 
 
 class FakeScaleHost:
@@ -72,3 +72,17 @@ def test_a_rows_count_over_four_dimensions_comes_before_products_of_two_sizes():
     tried = launches("__global__ void k(float *y) { y[blockIdx.x] = 0.f; }", {}, dims, dims,
                      Launch(("cdiv(B, 256)",), ("256",)))
     assert (("B * C * H",), ("256",)) in [(la.grid, la.block) for la in tried]
+
+
+def test_the_block_sizes_tried_are_the_files_constants_from_a_warp_to_1024_then_the_usual_ones():
+    source = "__shared__ float s[WARP];\n__shared__ float t[BIG];\n"
+    constants = {"WARP": 32, "SMALL": 16, "BIG": 2048, "BLOCK_SIZE": 1024, "TPB": 31, "rate": 2.0}
+    assert block_sizes(source, constants) == ["WARP", "BLOCK_SIZE", "256", "32", "128", "512", "1024"]
+
+
+def test_agreement_is_the_fraction_of_elements_right():
+    assert agreement(np.array([1, 2, 3, 4]), np.array([1, 2, 0, 4])) == 0.75
+    want = np.array([1.0, 2.0, np.nan, 4.0], np.float32)
+    assert agreement(np.array([1.0, 2.0005, np.nan, 5.0], np.float32), want) == 0.75
+    assert agreement(np.array([1.0, 2.0, 0.0, 4.0], np.float32), want) == 0.75   # NaN where the task has NaN
+    assert agreement(np.zeros(3), np.zeros(4)) == 0.0

@@ -19,6 +19,9 @@ BOUND_PCT = 60.0
 TENSOR_IDLE_PCT = 0.5
 """Tensor pipe activity (% of peak) under which the tensor cores count as unused."""
 
+TENSOR_LIGHT_PCT = 20.0
+"""Tensor pipe activity (% of peak) under which the tensor cores count as lightly used."""
+
 
 @dataclass(frozen=True)
 class DevicePeaks:
@@ -242,7 +245,7 @@ def _tensor_sentence(metrics: dict[str, MetricValue]) -> str | None:
         return (f"Tensor cores are unused (tensor pipe active {pct:.2f}% of peak) on this "
                 "half-precision matrix product: use WMMA or mma.sync (wgmma on sm_90) so the "
                 "multiply-adds run on tensor cores.")
-    if pct < 20:
+    if pct < TENSOR_LIGHT_PCT:
         return (f"Tensor cores are used but lightly (tensor pipe active {pct:.1f}% of peak): "
                 "feed them faster (shared-memory staging, larger tiles, asynchronous copies).")
     return None

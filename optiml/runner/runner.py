@@ -79,7 +79,6 @@ class Runner:
         self._cond = threading.Condition()
         self._outstanding = 0                    # submitted, not finished
         self._live: dict[int, Item] = {}         # id -> submitted, not finished (each knows its stage)
-        self._in_batch = 0                       # taken into a batch now being run
         self._count_lock = threading.Lock()
         self._closed = False
         self._background: queue.Queue = queue.Queue()
@@ -296,9 +295,6 @@ class Runner:
             self._live.pop(id(item), None)
             if item.later is not None:
                 self._given_out.pop(item.later, None)
-            if item.in_batch:
-                self._in_batch -= 1
-                item.in_batch = False
         if exc is not None:
             future.set_exception(exc)
             return
@@ -343,12 +339,7 @@ class Runner:
                     with self._count_lock:     # on their way to this stage (not past it, not in it)
                         upstream = sum(1 for it in self._live.values() if it.stage < index)
                     if len(waiting) >= self.min_batch or upstream <= 0 or waited >= BATCH_WAIT_S or self._closed:
-                        batch = [waiting.popleft() for _ in range(min(self.max_batch, len(waiting)))]
-                        with self._count_lock:
-                            for item in batch:
-                                item.in_batch = True
-                            self._in_batch += len(batch)
-                        return batch
+                        return [waiting.popleft() for _ in range(min(self.max_batch, len(waiting)))]
                     self._cond.wait(timeout=min(0.05, BATCH_WAIT_S - waited))
                 elif self._closed:
                     return None
@@ -372,8 +363,3 @@ class Runner:
             self._guard(batch, index, Slot(dev, on_gpu_done=off_gpu.set, more_coming=not self._closed))
         finally:
             off_gpu.set()
-        with self._count_lock:
-            for item in batch:
-                if item.in_batch:
-                    item.in_batch = False
-                    self._in_batch -= 1

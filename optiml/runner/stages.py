@@ -97,7 +97,6 @@ class Item:
     ev: Evaluation | None = None
     job: HarnessJob | None = None
     stage: int = -1                   # index of the stage it is in, or last finished
-    in_batch: bool = False            # taken into a batch now being run
     queued_at: float = field(default_factory=time.perf_counter)
     device: Device | None = None      # the device it was checked on
     later: Future | None = None       # given out with its result when it went on to a background stage
