@@ -58,3 +58,25 @@ def test_an_nvcc_that_cannot_run_lists_no_architectures_and_any_arch_is_accepted
     archs = nvcc_archs()
     assert archs == () and isinstance(archs, tuple)
     assert resolve_arch("9.0") == "sm_90" == normalize_arch("sm_90")
+
+
+def test_the_architectures_an_nvcc_lists_are_known_once_each_in_order_and_others_refused(tmp_path, monkeypatch):
+    fake = executable(tmp_path / "nvcc", "#!/bin/sh\n"
+                      'if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.48"; exit 0; fi\n'
+                      "printf 'sm_90\\nsm_100\\nsm_75\\nsm_90\\ncompute_90\\n'\n")
+    monkeypatch.setenv("OPTIML_NVCC", str(fake))
+    assert nvcc_archs() == ("sm_75", "sm_90", "sm_100")
+    assert resolve_arch("sm_90a") == "sm_90a"
+    with pytest.raises(EnvironmentProblem) as e:
+        resolve_arch("8.6")
+    assert str(e.value) == ("--arch 8.6: this nvcc (13.0.48) does not know the GPU architecture sm_86 "
+                            "(it knows sm_75, sm_90, sm_100).")
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_sentence_with_the_systems_reason(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(EnvironmentProblem) as e:
+        build._ensure_cache_dir(blocker / "cache")
+    assert str(e.value) == (f"the build cache folder {blocker / 'cache'} cannot be created or written "
+                            "(Not a directory); set OPTIML_CACHE_DIR to a writable folder.")

@@ -72,6 +72,42 @@ def test_the_strategies_stored_results_survive_the_searchs_rescoring(tmp_path, f
     assert all(e["reward"] is not None for e in evals.values())
 
 
+def test_each_strategy_is_stored_as_one_visit_when_it_is_evaluated(tmp_path, fake_gpu, chat_server):
+    """The visits and value sums the store holds as each strategy's result comes (what a run killed
+    then leaves): one visit and its reward for the strategy, one visit of each strategy so far for the
+    description; after the search has scored them, the description's own visit too."""
+    chat_server.script(TWO, answer("a", kernel(256)), answer("b", kernel(512)))
+    seen = []
+
+    def on_event(event):
+        if ": node " in event.text:
+            with TraceStore(tmp_path / "t.db", create=False) as store:
+                nodes = store.nodes(1)
+                rewards = [store.evaluation(n.id)["reward"] for n in nodes if n.status == "done"]
+                seen.append([(n.visits, n.value_sum) for n in nodes if n.status == "done" or n.parent_id is None]
+                            == [(len(rewards), pytest.approx(sum(rewards)))] + [(1, pytest.approx(r)) for r in rewards])
+    result = generate(chat_server, tmp_path, on_event=on_event, sanitize="off")
+    assert seen == [True, True]
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        nodes = store.nodes(result.run_id)
+        rewards = {n.id: store.evaluation(n.id)["reward"] for n in nodes[1:]}
+    assert [(n.visits, n.value_sum) for n in nodes[1:]] == [(1, pytest.approx(rewards[n.id])) for n in nodes[1:]]
+    assert (nodes[0].visits, nodes[0].value_sum) == (1 + 2, pytest.approx(sum(rewards.values())))
+
+
+def test_an_answer_that_names_no_strategy_ends_the_run_saying_so(tmp_path, fake_gpu, chat_server):
+    from optiml.errors import UserError
+
+    chat_server.script("Here are some thoughts about the kernel, but no list.\n")
+    with pytest.raises(UserError) as e:
+        generate(chat_server, tmp_path, sanitize="off")
+    why = "the answer names no strategy (STRATEGY 1: ..., STRATEGY 2: ...)"
+    assert str(e.value) == f"run 1: no strategies to write: {why}."
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        run = store.run(1)
+    assert run["status"] == "failed" and run["result"] == {"status": "no_strategies", "message": why}
+
+
 def test_a_strategy_the_background_sanitizer_finds_unsafe_is_reported_unsafe(tmp_path, fake_gpu, chat_server):
     """Strategy 1 (BLOCK 32) is the fastest, sanitized in the background (--sanitize best) after its
     result was given, and found unsafe by the FAKE sanitizer: its outcome says so, it does not
