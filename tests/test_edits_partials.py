@@ -132,6 +132,16 @@ def test_the_launch_is_made_of_the_chunk_and_two_tuned_constants():
     assert "__shared__ float sh" not in out and "partial[optiml_chunk] = optiml_acc;" in out
 
 
+@pytest.mark.parametrize("declared,kept", [("long long", "long long"), ("const unsigned", "unsigned"),
+                                            ("volatile size_t", "size_t")])
+def test_the_index_keeps_its_type_in_the_rewrite(declared, kept):
+    """A wide or unsigned index stays so in the chunked loop (its qualifiers dropped: the rewrite
+    declares it const itself)."""
+    source = PARTIAL.replace("int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;",
+                             f"int t = threadIdx.x; {declared} i = blockIdx.x * blockDim.x + t;")
+    assert f"const {kept} i = ({kept})(optiml_base + optiml_k);" in _rewrite(source)
+
+
 def test_an_expression_of_x_written_otherwise_is_summed_too(runs):
     assert "optiml_acc += (float)(optiml_x.y * optiml_x.y);" in _rewrite(SQUARES)
     for offset in (0, 1):

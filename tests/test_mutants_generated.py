@@ -159,6 +159,41 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
     assert (copy / "optiml" / "foo.py").read_text().startswith("a = 1\n\nb = 2")
 
 
+def test_with_the_maps_timings_a_mutant_runs_its_quickest_tests_first(tmp_path, monkeypatch):
+    """A map made with each test's seconds (pytest --durations=0, summed over setup, call and
+    teardown) orders a mutant's tests by file, the files whose tests take least first (its own
+    files' tests among them), each file's quickest first; a test with no timing goes last."""
+    coverage = __import__("pytest").importorskip("coverage")
+    tool = _mutants_module()
+    report = ("== slowest durations ==\n"
+              "40.00s call     tests/test_foo.py::test_slow_build\n"
+              "2.50s setup    tests/test_a.py::test_one\n"
+              "0.50s call     tests/test_a.py::test_one\n"
+              "0.01s teardown tests/test_a.py::test_one\n"
+              "0.20s call     tests/test_foo.py::test_quick[a b]\n"
+              "1.00s call     tests/test_b.py::test_two[x-1]\n"
+              "(3 durations < 0.005s hidden.)\n")
+    seconds = tool.seconds_of_tests(report)
+    assert seconds == {"tests/test_foo.py::test_slow_build": 40.0, "tests/test_a.py::test_one": 3.01,
+                       "tests/test_foo.py::test_quick[a b]": 0.2, "tests/test_b.py::test_two[x-1]": 1.0}
+    data = coverage.CoverageData(basename=str(tmp_path / ".coverage"))
+    for test in ("tests/test_a.py::test_one", "tests/test_b.py::test_two[x-1]", "tests/test_c.py::test_new"):
+        data.set_context(test + "|run")
+        data.add_lines({"/elsewhere/optiml/foo.py": [3]})
+    data.write()
+    tool.durations_path(tmp_path / ".coverage").write_text(__import__("json").dumps(seconds))
+    cov = tool.CoverageMap(tmp_path / ".coverage", tmp_path)
+    copy = tmp_path / "copy"
+    (copy / "optiml").mkdir(parents=True)
+    (copy / "optiml" / "foo.py").write_text("a = 1\n\nb = 2\n")
+    runs = []
+    monkeypatch.setattr(tool, "pytest", lambda where, tests, timeout: runs.append(tuple(tests)) or ("failed", 1.0, ""))
+    m = tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",), generated=True)
+    assert tool.run_mutant(copy, m, 10, cov)[0] == "killed"
+    assert runs == [("tests/test_b.py::test_two[x-1]", "tests/test_a.py::test_one", "tests/test_foo.py::test_quick[a b]",
+                     "tests/test_foo.py::test_slow_build", "tests/test_c.py::test_new")]
+
+
 def test_a_modules_own_tests_are_the_files_named_after_it_or_its_package():
     tool = _mutants_module()
     assert tool.named_after("tests/test_spec_fuzz.py", "optiml/spec/checks.py")

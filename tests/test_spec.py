@@ -103,6 +103,15 @@ def test_python_reference_resolved_beside_spec(tmp_path):
     assert spec.reference.path == (tmp_path / "ref.py").resolve()
 
 
+def test_a_python_reference_in_a_folder_whose_name_holds_a_colon(tmp_path):
+    """Only the last colon parts the file from the function."""
+    (tmp_path / "refs:v2").mkdir()
+    (tmp_path / "refs:v2" / "ref.py").write_text("def scale(x, n, alpha):\n    return alpha * x\n")
+    spec = load(tmp_path, SPEC + '\n[reference]\npython = "refs:v2/ref.py:scale"\n')
+    assert spec.reference.function == "scale"
+    assert spec.reference.path == (tmp_path / "refs:v2" / "ref.py").resolve()
+
+
 def test_find_spec_points_to_init(tmp_path):
     k = tmp_path / "scale.cu"
     k.write_text(KERNEL)

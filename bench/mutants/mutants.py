@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -538,6 +539,8 @@ class CoverageMap:
         import coverage
         self.data = coverage.CoverageData(basename=str(path))
         self.data.read()
+        timed = durations_path(path)
+        self.seconds: dict[str, float] = json.loads(timed.read_text()) if timed.exists() else {}
         self.by_rel = {}
         for f in self.data.measured_files():
             fp = Path(f)
@@ -572,16 +575,54 @@ class CoverageMap:
         return found or self.tests_for(file, 1, text.count("\n") + 1)
 
 
+    def ordered(self, tests: tuple[str, ...], own_files: tuple[str, ...]) -> tuple[str, ...]:
+        """``tests`` and every test of ``own_files`` (files named after the mutated module), by the
+        map's timings: a file's tests together (its module fixtures are made once), the files whose
+        tests here take least first, each file's quickest first. Without timings, the own files
+        first, as whole files."""
+        if not self.seconds:
+            return own_files + tuple(t for t in tests if t.split("::", 1)[0] not in own_files)
+        own = [t for t in self.seconds if t.split("::", 1)[0] in own_files]
+        by_file: dict[str, list[str]] = {}
+        for t in dict.fromkeys([*own, *tests]):
+            by_file.setdefault(t.split("::", 1)[0], []).append(t)
+
+        def seconds(t: str) -> float:
+            return self.seconds.get(t, float("inf"))
+        files = sorted(by_file.values(), key=lambda ts: sum(map(seconds, ts)))
+        return tuple(t for ts in files for t in sorted(ts, key=seconds))
+
+
+def durations_path(coverage_file: Path) -> Path:
+    """Where a coverage map's test timings are kept: beside it."""
+    return coverage_file.with_name(coverage_file.name + ".seconds.json")
+
+
+_DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown) +(\S.*?)\s*$")
+
+
+def seconds_of_tests(report: str) -> dict[str, float]:
+    """{test id: seconds of its setup, call and teardown} from pytest's ``--durations=0`` report."""
+    out: dict[str, float] = {}
+    for line in report.splitlines():
+        m = _DURATION.match(line)
+        if m:
+            out[m.group(2)] = out.get(m.group(2), 0.0) + float(m.group(1))
+    return out
+
+
 def make_coverage_map(copy: Path, out: Path, timeout: float) -> tuple[str, float, str]:
-    """Run the whole CPU suite on ``copy`` under coverage with a context a test, into ``out``."""
+    """Run the whole CPU suite on ``copy`` under coverage with a context a test, into ``out``, and
+    each test's seconds beside it (:func:`durations_path`), so that a mutant runs its quickest first."""
     env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1", COVERAGE_FILE=str(out))
     cmd = [sys.executable, "-m", "pytest", "-q", "-n", "auto", "-p", "no:cacheprovider", "--cov=optiml",
-           "--cov-context=test", "--cov-report="]
+           "--cov-context=test", "--cov-report=", "--durations=0", "--durations-min=0"]
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - t0, ""
+    durations_path(out).write_text(json.dumps(seconds_of_tests(p.stdout), indent=0))
     return ("passed" if p.returncode in (0, 1) and out.exists() else "error"), time.monotonic() - t0, (p.stdout + p.stderr)[-1500:]
 
 
@@ -602,11 +643,11 @@ def run_mutant(copy: Path, m: Mutant, timeout: float, cov: CoverageMap | None = 
         first = text[:text.index(m.old)].count("\n") + 1
         covering = cov.tests_near(m.file, text, first, first + m.old.count("\n"))
         if covering:
-            # the test files named after the module or its package go first: a test that only reads a
-            # constant runs no line of the module, and for a module every test runs (the spec loader)
-            # the covering tests are most of the suite, while its own files decide in seconds
-            own = tuple(t for t in m.tests if named_after(t, m.file))
-            covering = own + tuple(t for t in covering if t.split("::", 1)[0] not in own)
+            # the test files named after the module or its package join them (a test that only reads
+            # a constant runs no line of the module), and the quickest run first: for a module every
+            # test runs (the spec loader) the covering tests are most of the suite, and for a template
+            # its own files hold minutes of nvcc, while a quick test decides in seconds
+            covering = cov.ordered(covering, tuple(t for t in m.tests if named_after(t, m.file)))
     try:
         path.write_text(text.replace(m.old, m.new))
         secs0 = 0.0
