@@ -24,9 +24,12 @@ copy; they must pass. No GPU is needed: the tests named are CPU tests.
 
 ``--coverage FILE`` decides each mutant by the tests that run its lines (a map made once per commit
 with pytest-cov's test contexts, built on the unmutated copy when FILE does not exist: about the
-suite's time): a killed mutant takes seconds instead of its files' whole run. The test files named
-after the module or its package run first, then the other tests that ran the lines (for a module every test runs,
-such as the spec loader, those are most of the suite). Lines no test runs
+suite's time, and each test's seconds kept beside it): a killed mutant takes seconds instead of its
+files' whole run. The tests of the files named after the module or its package join the tests that
+ran the lines, and they run a file at a time, the files whose tests take least first, each file's
+quickest first (for a module every test runs, such as the spec loader, those are most of the suite;
+a template's own files hold minutes of nvcc). A map made without the seconds runs the files named
+after the module first, whole. Lines no test runs
 in-process (a def's defaults, a constant) take the tests of their function, else of their module;
 a mutant no test reaches at all gets the import-based selection; ``--thorough`` gives that selection
 to every survivor too (code that runs only in a subprocess). ``--json`` writes each outcome as it
