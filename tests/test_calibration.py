@@ -48,6 +48,36 @@ def test_peaks_measured_when_cached_else_datasheet(cache):
     assert peaks_for(GPU, key) is H100_SXM
 
 
+@pytest.mark.parametrize("facts,want", [
+    ((GPU, DRIVER), (GPU, DRIVER, CLOCKS)),
+    ((GPU, ""), None),                          # nvidia-smi named the GPU but not its driver
+    (("", DRIVER), None),
+    ((None, None), None),
+])
+def test_the_current_key_needs_the_gpus_name_and_driver(monkeypatch, facts, want):
+    import optiml.gpus as gpus
+    import optiml.profiler.calibration as calibration
+
+    monkeypatch.setattr(gpus, "gpu_facts", lambda: facts)
+    monkeypatch.setattr(calibration, "clocks_setting", lambda: CLOCKS)
+    assert calibration.current_key() == want
+
+
+def test_the_calibration_applies_to_the_gpu_it_was_measured_on_only(cache, monkeypatch):
+    """peaks_for without a key takes GPU 0's (nvidia-smi): measured figures for that GPU's name,
+    the datasheet's for a device of another name."""
+    import optiml.profiler.calibration as calibration
+
+    save([cal()])
+    monkeypatch.setattr(calibration, "current_key", lambda: (GPU, DRIVER, CLOCKS))
+    calibration.forget()
+    try:
+        assert peaks_for(GPU).source == "measured"
+        assert peaks_for("NVIDIA H200") is not None and peaks_for("NVIDIA H200").source == "datasheet"
+    finally:
+        calibration.forget()
+
+
 def test_bound_arithmetic_memory_and_compute():
     peaks = cal().peaks()
     # a copy of 1.2 GB: 0.4 ms at 3000 GB/s; timed at 0.5 ms: 80 % of the memory bound

@@ -53,6 +53,14 @@ def test_a_single_profile_uses_the_users_own_lock_directory(tmp_path):
     assert seen.read_text().strip() == os.path.join(tempfile.gettempdir(), f"optiml-ncu-{os.getuid()}")
 
 
+def test_an_ncu_that_writes_no_report_says_its_exit_code_and_last_line(tmp_path):
+    ncu = fake_ncu(tmp_path, 'case "$1" in --version) echo "Version 1";; --query-metrics) echo "";; '
+                             '*) echo "==PROF== Connected to process"; echo "Segmentation fault (core dumped)"; exit 3;; esac')
+    r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q").profile(job(tmp_path))
+    assert r.status is ProfileStatus.ERROR
+    assert r.message == "ncu wrote no report (exit code 3): Segmentation fault (core dumped)"
+
+
 def test_timeout_is_a_status(tmp_path):
     ncu = fake_ncu(tmp_path, 'case "$1" in --version) echo "Version 1";; --query-metrics) echo "";; *) exec sleep 600;; esac')
     r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q", timeout_s=1).profile(job(tmp_path))
