@@ -69,9 +69,20 @@ def test_every_figure_is_its_kernels_work_per_second():
                                  "tf32_tensor_gflops"} and set(d["spreads"].values()) == {0.0}
     fma = drv.launches("fma_f32")
     assert {(e[2], e[3]) for e in fma} == {((4 * 8, 1, 1), (256, 1, 1))}         # one wave of 8 blocks an SM
-    assert {e[2] for e in drv.launches("copy_f4")} == {(nbytes // 16 // 256, 1, 1)}
+    assert {(e[2], e[3]) for e in drv.launches("copy_f4")} == {((nbytes // 16 // 256, 1, 1), (256, 1, 1))}
+    assert {(e[2], e[3]) for name in ("has_mma", "has_wgmma") for e in drv.launches(name)} == {((1, 1, 1), (1, 1, 1))}
     assert len(fma) == (1 + 3) + (2 + 9)                      # sizing: warm-up and 3; then warm-ups and REPS
     assert sorted(drv.freed) == sorted(drv.mem)               # every buffer freed
+
+
+def test_a_figures_spread_is_its_times_interquartile_range_over_their_median():
+    drv = FakeDriver()
+    times = iter([9.0, 9.0] + [float(t) for t in (5, 1, 9, 3, 7, 2, 8, 4, 6)])     # two warm-ups, then nine
+
+    def launch():
+        drv.clock += next(times)
+    median, spread = calibrate._median_ms(drv, launch, reps=9, warmup=2)
+    assert median == 5.0 and spread == pytest.approx((7.5 - 2.5) / 5.0)
 
 
 def test_without_mma_in_the_build_the_tensor_figures_are_none():

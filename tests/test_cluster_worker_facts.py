@@ -54,6 +54,43 @@ def test_a_gpu_resource_without_a_gpu_is_one_sentence(gpu_here, fake_smi, monkey
     assert str(e.value) == "dask worker (not in a worker) has a GPU resource but nvidia-smi names no GPU 0 there."
 
 
+def test_the_workers_profiler_and_sanitizer_are_made_once_and_answer_for_the_jobs(gpu_here, monkeypatch):
+    """FAKE ncu and compute-sanitizer drivers (recording classes in place of NcuProfiler and
+    Sanitizer): each is made on first use with the worker's interpreter, kept, and its answer is
+    the worker's."""
+    import optiml.profiler.ncu as ncu
+    import optiml.verify.sanitizer as sanitizer
+
+    made = []
+
+    class FakeProfiler:
+        def __init__(self, python=None):
+            made.append(("ncu", python))
+
+        def profile_batch(self, jobs, device_name):
+            return [f"profile of {j} on {device_name}" for j in jobs]
+
+        def close(self):
+            made.append(("ncu closed", None))
+
+    class FakeSanitizer:
+        def __init__(self):
+            made.append(("sanitizer", None))
+
+        def sanitize(self, job):
+            return f"verdict on {job}"
+
+    monkeypatch.setattr(ncu, "NcuProfiler", FakeProfiler)
+    monkeypatch.setattr(sanitizer, "Sanitizer", FakeSanitizer)
+    gpu_here.python = "/opt/py/bin/python"
+    assert gpu_here.profile_batch(["a", "b"], "H100") == ["profile of a on H100", "profile of b on H100"]
+    assert gpu_here.profile_batch(["c"], "H100") == ["profile of c on H100"]
+    assert gpu_here.sanitize("a") == "verdict on a" and gpu_here.sanitize("b") == "verdict on b"
+    assert made == [("ncu", "/opt/py/bin/python"), ("sanitizer", None)]
+    gpu_here.close()
+    assert made[-1] == ("ncu closed", None)
+
+
 def test_the_host_is_optiml_host_when_set_else_the_host_name(monkeypatch):
     monkeypatch.setenv(HOST_ENV, "rack-3-node-7")
     assert host_name() == "rack-3-node-7"

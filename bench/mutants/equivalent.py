@@ -10,6 +10,7 @@ from __future__ import annotations
 EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/app/evaluate.py", "device: int = 1", "a default every caller passes"),
     ("optiml/cluster/gpu_workers.py", "slot: int = 1", "a default every caller passes"),
+    ("optiml/cluster/on_worker.py", "hexdigest()[:33]", "the length of a content-hash folder name"),
     ("optiml/app/optimize.py", 'float("nan"), 0, 1, 0', "_untimed's warm-up count, which nothing reads"),
     ("optiml/app/optimize.py", 'float("nan"), 0, 0, 1, False', "_untimed's input-set count, which nothing reads"),
     ("optiml/best.py", "c.median_ms >= 0", "a zero median is dropped by `c.median_ms and` already"),
