@@ -158,3 +158,14 @@ def test_the_case_buffers_come_from_an_uploaded_case_and_from_a_drawn_one(tmp_pa
     arrays, scalars = case_buffers(spec, drawn)
     assert arrays == {"x": (1024, (7,), "float32"), "y": (4096, (7,), "float32")}
     assert scalars == {"n": 7, "alpha": 1.5}
+
+
+def test_a_function_whose_signature_cannot_be_read_gets_no_output_to_write(monkeypatch, tmp_path):
+    """A builtin has no readable signature: it takes the inputs and scalars, and its outputs come
+    from what it returns."""
+    f, _ = device_function(monkeypatch, tmp_path, "torch", "scale = max\n")
+    assert f.params == set()
+    spec = load(tmp_path, SPEC)
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    kwargs, outs = f.arguments(spec, FakeUploadedCase({"x": x, "y": y}, {"n": np.int32(4), "alpha": np.float32(2.0)}))
+    assert sorted(kwargs) == ["alpha", "n", "x"] and sorted(outs) == ["y"]
