@@ -70,3 +70,12 @@ def test_a_threads_sum_changed_before_its_atomic_is_refused_with_the_reason():
            "blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; atomicAdd(out, s + 1.0f); }")
     op, why = recognize_flat(src, "k", SUM)
     assert op is None and why == "not templated: statements after the per-element loop"
+
+
+def test_an_element_passed_past_a_variadic_macros_named_parameters_is_kept_as_written():
+    """``FIRST(1.0f, x[i])`` with ``#define FIRST(a, ...) (a)``: the macro may never evaluate x[i], so
+    x is not loaded as the thread's element (read ahead of the body), and its read stays as written."""
+    src = "#define FIRST(a, ...) (a)\n" + ONE.format("if (i < n) y[i] = FIRST(1.0f, x[i]);")
+    op, why = recognize_flat(src, "k", N)
+    assert op is not None, why
+    assert op.body == "optiml_o_y = FIRST(1.0f, x[i]);"
