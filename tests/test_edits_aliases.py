@@ -21,6 +21,14 @@ def test_an_int_product_of_arguments_becomes_its_value():
     assert "int s" not in out and "x[i * (a * b)]" in out
 
 
+def test_a_use_right_after_the_declarations_semicolon_is_replaced_too():
+    """Code written without a space after the declaration: ``int s = a * b;s > 0 ...``."""
+    out = inline_size_aliases("__global__ void k(const float *x, float *y, int a, int b) {int s = a * b;"
+                              "s > 0 ? (void)0 : (void)0;int i = threadIdx.x;if (i < s) y[i] = x[i];}", "k")
+    assert out == ("__global__ void k(const float *x, float *y, int a, int b) {"
+                   "(a * b) > 0 ? (void)0 : (void)0;int i = threadIdx.x;if (i < (a * b)) y[i] = x[i];}")
+
+
 def test_a_wider_type_is_kept_as_a_cast_and_aliases_of_aliases_resolve():
     out = inline_size_aliases(src("const size_t s = (size_t)0 + a;", "s"), "k")      # a cast: not arithmetic
     assert out == src("const size_t s = (size_t)0 + a;", "s")

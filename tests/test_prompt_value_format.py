@@ -1,7 +1,8 @@
 """How the llm prompt (optiml/edits/prompt.py) writes a profile's values: a yes/no value as True or
-False (not as the integer 1 or 0 that a bool also is), None as None, numbers with separators."""
-from optiml.edits.prompt import fmt, profile
-from optiml.edits.types import NodeView
+False (not as the integer 1 or 0 that a bool also is), None as None, numbers with separators; and
+a tried child's speedup as faster or slower."""
+from optiml.edits.prompt import fmt, history, profile
+from optiml.edits.types import Attempt, NodeView
 
 
 def test_booleans_and_none_are_written_as_words_not_numbers():
@@ -16,3 +17,10 @@ def test_a_boolean_in_the_profile_reads_true_or_false():
     lines = profile(view)
     assert "ptxas: registers 38, barriers True" in lines
     assert "- occupancy_limiters: False" in lines and "- registers_per_thread: 38" in lines
+
+
+def test_a_tried_childs_speedup_reads_faster_from_1_00x_and_slower_under_it():
+    lines = history([Attempt("pad", "ok", speedup=1.0), Attempt("unroll", "ok", speedup=0.97),
+                     Attempt("vec", "ok", speedup=1.3)])
+    assert [ln for ln in lines if ln[:1].isdigit()] == ['1. "pad" -> ok, 1.00x faster', '2. "unroll" -> ok, 0.97x (slower)',
+                                                        '3. "vec" -> ok, 1.30x faster']

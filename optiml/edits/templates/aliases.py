@@ -73,7 +73,7 @@ def inline_size_aliases(source: str, entry: str) -> str:
         values[name] = f"({text})" if bare == "int" else f"(({bare})({text}))"
         edits.append((st.start_byte, st.end_byte, ""))
         for n in _walk(body):
-            if n.type == "identifier" and _t(n) == name and n.start_byte > st.end_byte:
+            if n.type == "identifier" and _t(n) == name and n.start_byte >= st.end_byte:
                 edits.append((n.start_byte, n.end_byte, values[name]))
     if not edits:
         return source
