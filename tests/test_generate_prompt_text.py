@@ -48,6 +48,16 @@ def test_the_reference_is_shown_only_when_it_is_a_python_function_in_a_file(tmp_
         assert text.startswith("## Task\n" + DESCRIPTION)
 
 
+def test_a_reference_too_long_to_show_is_named_instead(tmp_path):
+    from optiml.generate.prompt import REFERENCE_CHARS
+
+    s = spec(tmp_path)
+    s.reference.path.write_text("def scale(x, n, alpha):\n    return alpha * x\n" + "# note\n" * REFERENCE_CHARS)
+    text = task_text(s, DESCRIPTION)
+    assert f"Reference: the Python function `scale` in {s.reference.path.name} (too long to show)." in text
+    assert "return alpha * x" not in text
+
+
 def test_a_kernel_request_lists_the_other_strategies_but_not_its_own(tmp_path):
     """Asked for strategy "grid stride" among three, the request names the two others, once; with no
     other strategy it has no such line."""

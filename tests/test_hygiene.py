@@ -109,6 +109,14 @@ def test_credentials_never_reach_a_child(monkeypatch):
         assert "s3cr3t" not in env.values() and env["CUDA_VISIBLE_DEVICES"] == "0" and "PATH" in env
 
 
+def test_a_child_finds_this_same_optiml_first_on_its_path(monkeypatch):
+    import optiml
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    first, rest = child_env()["PYTHONPATH"].split(os.pathsep, 1)
+    assert os.path.join(first, "optiml", "__init__.py") == optiml.__file__ and rest == "/elsewhere"
+
+
 def test_nvcc_runs_without_credentials(tmp_path, monkeypatch):
     import optiml.build as build
 

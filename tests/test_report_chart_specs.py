@@ -44,3 +44,9 @@ def test_the_selected_point_is_drawn_larger_than_the_others():
     assert enc["size"]["value"] == points["mark"]["size"]
     assert enc["size"]["condition"]["value"] >= 4 * enc["size"]["value"]
     assert enc["stroke"]["condition"]["test"] == "datum.node === sel"
+
+
+def test_the_trees_legend_of_crosses_lists_the_failed_statuses_only():
+    legends = tree_spec(["ok", "wrong_output", "compile_error"], [1.0, 2.0])["legends"]
+    assert [lg["values"] for lg in legends if lg.get("title") == "failed"] == [["compile_error", "wrong_output"]]
+    assert [lg for lg in tree_spec(["ok"], [1.0])["legends"] if lg.get("title") == "failed"] == []

@@ -35,9 +35,11 @@ def inline_size_aliases(source: str, entry: str) -> str:
     declared: dict[str, int] = {}
     for d in _walk(body):                           # every declaration of each name (a shadow: not inlined)
         if d.type == "identifier" and d.parent is not None and (
-                d.parent.type in ("init_declarator", "array_declarator", "pointer_declarator", "reference_declarator")
+                d.parent.type in ("init_declarator", "array_declarator", "pointer_declarator")
                 and d.parent.child_by_field_name("declarator") == d or
-                d.parent.type == "declaration" and d in d.parent.children_by_field_name("declarator")):
+                d.parent.type == "reference_declarator" or             # its name has no field of its own
+                d.parent.type in ("declaration", "parameter_declaration", "optional_parameter_declaration")
+                and d in d.parent.children_by_field_name("declarator")):
             declared[_t(d)] = declared.get(_t(d), 0) + 1
     macros = " ".join(_t(n) for n in _walk(root) if n.type.startswith("preproc"))
     values: dict[str, str] = {}
