@@ -34,3 +34,11 @@ def test_scalar_locals_fold_into_the_store():
 def test_a_pointer_or_array_local_is_not_folded(local):
     assert fold("    C[row * N + col] = acc;\n") == ("C", "row * N + col", "acc")      # the control
     assert fold(local + "    C[row * N + col] = acc;\n") is None
+
+
+def test_without_a_named_accumulator_the_store_is_read_as_written():
+    """The caller may not know the accumulator's name: no local is then folded in, and the one store
+    is read as it is written."""
+    root = _tree(GEMM.replace("EPILOGUE", "    C[row * N + col] = acc;\n"))
+    loop = next(n for n in _walk(root) if n.type == "for_statement")
+    assert folded_store(loop, {"A", "B", "C"}, ACC_RE) == ("C", "row * N + col", "acc")

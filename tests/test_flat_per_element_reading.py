@@ -1,8 +1,11 @@
 """How the flat templates' reader (optiml/edits/templates/flat.py and its helpers) reads a kernel of
 one element a thread: outputs stored in braced branches, writes through a parenthesised element's
 member, the index's own type, a loop that declares more than its index, helpers whose signature
-reads the thread's coordinates, and a thread's sum changed before its one atomic."""
-from optiml.edits.templates.flat import recognize_flat
+reads the thread's coordinates, and a thread's sum changed before its one atomic; and the start
+point each element type gets."""
+import pytest
+
+from optiml.edits.templates.flat import FLAT_TEMPLATES, recognize_flat
 from tests.test_edits_templates import arg, spec_of
 
 N = spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",))
@@ -79,3 +82,29 @@ def test_an_element_passed_past_a_variadic_macros_named_parameters_is_kept_as_wr
     op, why = recognize_flat(src, "k", N)
     assert op is not None, why
     assert op.body == "optiml_o_y = FIRST(1.0f, x[i]);"
+
+
+@pytest.mark.parametrize("ctype,dtype,vec", [("unsigned char", "uint8", 8), ("__half", "float16", 8),
+                                             ("float", "float32", 4), ("double", "float64", 2)])
+def test_the_start_point_loads_16_bytes_a_thread_and_at_most_8_elements(ctype, dtype, vec):
+    spec = spec_of(arg("x", "input", ("n",), dtype=dtype), arg("y", "output", ("n",), dtype=dtype), sizes=("n",))
+    op, why = recognize_flat(f"__global__ void k(const {ctype} *x, {ctype} *y, int n) {{ int i = blockIdx.x * "
+                             "blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }", "k", spec)
+    assert op is not None, why
+    start = next(t for t in FLAT_TEMPLATES if t.kind == op.kind).start_for(op)
+    assert (start["OPTIML_THREADS"], start["OPTIML_VEC"]) == (256, vec)
+
+
+@pytest.mark.parametrize("added,term", [
+    ("0.5f * s", "(0.5f) * (optiml_e_x)"), ("s * 0.5f", "(optiml_e_x) * (0.5f)"), ("s / n", "(optiml_e_x) / (n)"),
+    ("s", "optiml_e_x"), ("x[0] * s", None)])
+def test_a_threads_sum_scaled_by_what_never_changes_is_scaled_an_element(added, term):
+    """``atomicAdd(out, X * s)`` after a grid-stride sum: where X is literals and unchanged parameters,
+    each element's term is scaled the same way; where X reads an array, the kernel is refused."""
+    src = ("__global__ void k(const float *x, float *out, int n) { float s = 0.0f; for (int i = blockIdx.x * "
+           f"blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += x[i]; atomicAdd(out, {added}); }}")
+    op, why = recognize_flat(src, "k", SUM)
+    if term is None:
+        assert op is None and why == "not templated: statements after the per-element loop"
+    else:
+        assert op is not None and op.body == f"optiml_acc = optiml_acc + (OPTIML_ACC)({term});", why

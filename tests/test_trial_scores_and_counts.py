@@ -74,6 +74,12 @@ def test_a_rows_count_over_four_dimensions_comes_before_products_of_two_sizes():
     assert (("B * C * H",), ("256",)) in [(la.grid, la.block) for la in tried]
 
 
+def test_three_sizes_not_all_in_the_output_give_their_product_last():
+    """A count over three sizes (a batched product's B * M * N elements) is tried when the output
+    names only two: after each size and each pair, the three together."""
+    assert size_exprs(["B", "M", "N"], ["M", "N"]) == ["M", "N", "M * N", "B", "B * M", "B * N", "B * M * N"]
+
+
 def test_the_block_sizes_tried_are_the_files_constants_from_a_warp_to_1024_then_the_usual_ones():
     source = "__shared__ float s[WARP];\n__shared__ float t[BIG];\n"
     constants = {"WARP": 32, "SMALL": 16, "BIG": 2048, "BLOCK_SIZE": 1024, "TPB": 31, "rate": 2.0}
