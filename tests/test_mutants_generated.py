@@ -206,7 +206,8 @@ def test_a_modules_own_tests_are_the_files_named_after_it_or_its_package():
 def test_a_survivor_listed_as_equivalent_is_reported_with_its_reason_and_left_out_of_the_score(tmp_path, monkeypatch, capsys):
     """The tool over a small repository whose mutants all survive (a FAKE run_mutant): the one listed in
     equivalent.py is counted apart with its reason, the score is killed / (total - equivalent), an entry
-    that matches no survivor is named as stale, and the JSON says 'equivalent' and why."""
+    that a killed mutant matches is reported for review (one that matches nothing is not), and the
+    JSON says 'equivalent' and why."""
     import json
     import subprocess
     tool = _mutants_module()
@@ -220,8 +221,10 @@ def test_a_survivor_listed_as_equivalent_is_reported_with_its_reason_and_left_ou
     made = __import__("sys").modules["generated"].generate(repo / "optiml" / "foo.py", repo)
     assert len(made) >= 3
     listed = made[0][2].strip()
+    wrong = made[2][2].strip()                          # a killed one's text
     monkeypatch.setattr(tool.equivalent, "EQUIVALENT", (("optiml/foo.py", listed, "a reason given"),
-                                                        ("optiml/foo.py", "no such text", "stale")))
+                                                        ("optiml/foo.py", wrong, "wrongly listed"),
+                                                        ("optiml/foo.py", "no such text", "not drawn")))
     outcomes = {m[2]: "survived" if i < 2 else "killed" for i, m in enumerate(made)}
     monkeypatch.setattr(tool, "run_mutant", lambda copy, m, *a, **k: (outcomes[m.new], 0.1))
     out = tmp_path / "out.json"
@@ -231,7 +234,8 @@ def test_a_survivor_listed_as_equivalent_is_reported_with_its_reason_and_left_ou
     n = len(made)
     row = next(line.split() for line in text.splitlines() if line.startswith("foo "))
     assert row == ["foo", str(n - 2), "1", str(n), f"{100 * (n - 2) / (n - 1):.0f}%"], text
-    assert "a reason given" in text and "'no such text'" in text and "stale" not in text.split("listed as")[0]
+    assert "a reason given" in text and "'no such text'" not in text
+    assert text.split("yet a test fails on a mutant it matches")[1].splitlines()[1] == f"  optiml/foo.py: {wrong!r}"
     assert rc == (0 if (n - 2) / (n - 1) >= 0.9 else 1)
     rows = json.loads(out.read_text())
     assert [r["outcome"] for r in rows].count("equivalent") == 1

@@ -395,9 +395,12 @@ def test_a_candidate_not_yet_on_a_gpu_can_be_withdrawn(tmp_path):
         assert harnesses[0].started.wait(timeout=120)          # the first holds the GPU
         try:                                                    # a failed check fails now, not after the gate's wait
             queued = [pool.submit(Candidate(src(b))) for b in (64, 96, 128)]
-            time.sleep(0.5)
+            deadline = time.monotonic() + 120
+            while pool._gpu_q.qsize() < 3 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert pool._gpu_q.qsize() == 3                     # all three built, waiting for the GPU
             assert pool.withdraw(queued[1])
-            assert queued[1].cancelled()                        # at once, wherever it waits (built or building)
+            assert queued[1].cancelled()                        # at once, wherever it waits
             assert not pool.withdraw(first)                     # on the GPU already: its result will come
         finally:
             harnesses[0].gate.set()

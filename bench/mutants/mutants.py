@@ -807,11 +807,11 @@ def main(argv=None) -> int:
         print("\nequivalent (bench/mutants/equivalent.py):")
         for i, w in sorted(equiv.items()):
             print(f"  {mutants[i].name}  ->  {mutants[i].new.strip()[:50]!r}: {w}")
-    run_files = {m.file for i, m in enumerate(mutants) if i in results and m.generated}
-    stale = [e for e in equivalent.EQUIVALENT if e[0] in run_files and not args.seed     # the standing set's
-             and e not in listed.values()]
+    # an entry a killed mutant matches is no longer equivalent (or never was): the list is wrong there
+    stale = list(dict.fromkeys(e for i, r in sorted(results.items()) if r[0] == "killed" and (
+        e := equivalent.entry(mutants[i].file, mutants[i].old, mutants[i].new)) is not None))
     if stale:
-        print("\nlisted as equivalent but no survivor of this run matches (review, remove if stale):")
+        print("\nlisted as equivalent, yet a test fails on a mutant it matches (review the entry):")
         for f, text, _ in stale:
             print(f"  {f}: {text!r}")
     bad = [(mutants[i], r[0]) for i, r in sorted(results.items()) if r[0] != "killed" and i not in equiv]
