@@ -6,7 +6,7 @@ import pytest
 
 from optiml import dtypes
 from optiml.errors import SpecError
-from optiml.verify.compare import SIGNIFICANT, check_output, summarize
+from optiml.verify.compare import SIGNIFICANT, OutputCheck, check_output, summarize
 from optiml.verify.gpu_ops import host_compare
 
 ATOL, RTOL = 1e-4, 1e-4          # what init --kernelbench used to draft for every float32 task
@@ -188,3 +188,14 @@ def test_spec_rel_rms_default_override_and_errors(tmp_path):
                       ("int32 = { rel_rms = 0.1 }", "floating-point outputs only")):
         with pytest.raises(SpecError, match=said):
             _spec(tmp_path, f"[tolerance]\n{bad}\n")
+
+
+def test_a_relative_rms_error_exactly_at_its_bound_passes_and_the_sentence_names_the_element():
+    """The bound is inclusive: at it, the relative RMS check passes, and a failure there is the gross
+    element's, which the sentence names."""
+    at = OutputCheck("y", 10, rel_l2_err=0.01, rel_rms_bound=0.01, ref_rms=1.0)
+    assert not at.relative_failed
+    gross = OutputCheck("y", 10, rel_l2_err=0.01, rel_rms_bound=0.01, ref_rms=1.0, gross_ref=SIGNIFICANT * 2.0)
+    assert gross.relative_failed and gross.relative_sentence().startswith("an element off by more than 50%")
+    over = OutputCheck("y", 10, rel_l2_err=0.02, rel_rms_bound=0.01, ref_rms=1.0)
+    assert over.relative_sentence() == "relative RMS error 0.02 over its bound 0.01; the reference's RMS is 1"

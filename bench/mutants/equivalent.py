@@ -28,6 +28,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/verify/harness.py", "return 1", "a missing log's size: the log is opened before the child starts"),
     ("optiml/edits/templates/__init__.py", "if m else 1", "an unreadable arch is compared only with min_sm 0, 80 and 90"),
     ("optiml/edits/templates/aliases.py", "declared.get(name, 1)", "every name looked up was counted by the same walk"),
+    ("optiml/edits/templates/rowwise.py", "n.end_byte < b for a, b, _ in edits",
+     "an edited span ends in a bracket or is another identifier: no identifier inside one ends with it"),
     ("optiml/edits/templates/rowwise.py", "// 5 <= 49152",
      "the two-blocks-an-SM estimate's divisor: every point of the spaces was checked to choose alike"),
     ("optiml/gpus.py", 'split(",", 2)', "no GPU name holds a comma"),
