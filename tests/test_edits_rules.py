@@ -276,3 +276,14 @@ def test_memory_bound_means_at_least_60_percent_of_the_memory_and_under_40_of_th
     assert not _memory_bound({"memory_throughput_pct": 59.9, "sm_throughput_pct": 10.0})
     assert not _memory_bound({"memory_throughput_pct": 90.0, "sm_throughput_pct": 40.0})
     assert not _memory_bound({"memory_throughput_pct": 90.0})
+
+
+def test_a_kernel_without_a_readable_block_takes_the_specs_threads_for_the_register_check():
+    """No launch line in the source and no block in it to read: the spec's block (256 threads) is
+    the one the register check multiplies; with __launch_bounds__ ptxas fits the registers itself."""
+    from optiml.edits.rules import _launch_facts
+
+    kernel = "__global__ void k(float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 0.f; }\n"
+    assert _launch_facts(kernel, "k", 256) == (False, 256)
+    bounded = kernel.replace("__global__ void k", "__global__ void __launch_bounds__(256) k")
+    assert _launch_facts(bounded, "k", 256) == (True, None)

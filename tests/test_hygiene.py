@@ -31,6 +31,7 @@ def test_what_the_seed_has_and_system_headers_are_allowed(added):
     ('  #  include   "/dev/stdin" // a comment\n', "the seed kernel does not have"),
     ('#include \\\n "/etc/shadow"\n', "the seed kernel does not have"),
     ('#define F "/etc/passwd"\n#include F\n', "the seed kernel does not have"),
+    ('#define HEADER "/etc/passwd"\n#include HEADER\n', "the seed kernel does not have"),
     ('#include_next "/etc/passwd"\n', "the seed kernel does not have"),
 ])
 def test_an_added_include_is_refused_with_one_sentence(added, words):
