@@ -92,3 +92,30 @@ def test_agreement_is_the_fraction_of_elements_right():
     assert agreement(np.array([1.0, 2.0005, np.nan, 5.0], np.float32), want) == 0.75
     assert agreement(np.array([1.0, 2.0, 0.0, 4.0], np.float32), want) == 0.75   # NaN where the task has NaN
     assert agreement(np.zeros(3), np.zeros(4)) == 0.0
+
+
+class FakeBoundedHost(FakeScaleHost):
+    """FakeScaleHost whose emulation refuses a case past 1000 elements as too large to run."""
+
+    def run(self, grid, block, shared, values, timeout_s=20.0, sanitize=False):
+        from optiml.draft.emulate import TOO_LARGE
+
+        if int(values["n"]) > 1000:
+            self.calls += 1
+            return TOO_LARGE
+        return super().run(grid, block, shared, values, timeout_s, sanitize)
+
+
+def test_a_launch_right_only_at_small_sizes_is_caught_at_the_medium_sizes_when_the_large_do_not_run():
+    """A grid of 2 blocks of 32 covers the 50 elements of the verify case but not 300: the large case
+    (5000) is too large for the emulation, so the medium one decides, and the launch is not confirmed;
+    one that covers every element is."""
+    asked = []
+
+    def larger(spread=None):
+        asked.append(spread)
+        return _case(5000 if spread is None else 300)
+    trial = Trial(FakeBoundedHost(), [_case(50)], {}, larger=larger)
+    assert trial.confirmed(SCALARS, Launch(("2",), ("32",))) == "y differ from the task's (at larger sizes)"
+    assert asked == [None, (97, 193, 289, 385)]
+    assert trial.confirmed(SCALARS, Launch(("cdiv(N, 32)",), ("32",))) == ""

@@ -21,6 +21,7 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/cubin.py", "1 <= index", "symbol 0 is the null symbol, named #0 in every build"),
     ("optiml/cubin.py", "if end >= 1 else", "only the null name, at offset 0, then reads past its NUL: no kept name starts so"),
     ("optiml/dtypes.py", "9221365074855181009", "a NaN's payload, made and checked by one function"),
+    ("optiml/draft/trial.py", "got.reshape(-2)", "numpy reads any negative size in reshape as the one unknown"),
     ("optiml/edits/atomics.py", "sub is not None or", "an identifier always has a parent; only a subscript has indices"),
     ("optiml/edits/reductions.py", "return None", "a value read only for its truth"),
     ("optiml/edits/atomics.py", 'text[i - 1:i + 2] != "&"',
