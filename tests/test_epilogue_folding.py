@@ -42,3 +42,14 @@ def test_without_a_named_accumulator_the_store_is_read_as_written():
     root = _tree(GEMM.replace("EPILOGUE", "    C[row * N + col] = acc;\n"))
     loop = next(n for n in _walk(root) if n.type == "for_statement")
     assert folded_store(loop, {"A", "B", "C"}, ACC_RE) == ("C", "row * N + col", "acc")
+
+
+def test_a_gemms_description_names_its_epilogue_only_where_it_has_one():
+    from optiml.edits.templates import Gemm
+
+    g = Gemm("mm", "A", "B", "C", "M", "N", "K", "M", "N", "mk", "kn", "acc")
+    assert g.describe() == "GEMM C[M x N] = A[M x K] x B[K x N] over K in float32"
+    relu = Gemm("mm", "A", "B", "C", "M", "N", "K", "M", "N", "mk", "nk", "fmaxf(acc, 0.f)", dtype="float16")
+    assert relu.describe() == "GEMM C[M x N] = A[M x K] x B[N x K] over K in float16, epilogue fmaxf(acc, 0.f)"
+    told = Gemm("mm", "A", "B", "C", "M", "N", "K", "M", "N", "mk", "kn", "acc", formula="relu(x @ w)")
+    assert told.describe().endswith(", epilogue relu(x @ w) (from the reference)")
