@@ -108,3 +108,15 @@ def test_a_threads_sum_scaled_by_what_never_changes_is_scaled_an_element(added, 
         assert op is None and why == "not templated: statements after the per-element loop"
     else:
         assert op is not None and op.body == f"optiml_acc = optiml_acc + (OPTIML_ACC)({term});", why
+
+
+def test_a_maps_start_does_two_vectors_a_thread_from_four_blocks_an_sm_of_132_at_two_each():
+    import dataclasses
+
+    spec = spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",))
+    op, why = recognize_flat(ONE.format("if (i < n) y[i] = 2.f * x[i];"), "k", spec)
+    assert op is not None, why
+    template = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
+    edge = 132 * 4 * 2 * 256 * 4                       # float: 4 elements a vector, 256 threads a block
+    assert template.start_for(dataclasses.replace(op, n_timing=edge))["OPTIML_ITEMS"] == 2
+    assert template.start_for(dataclasses.replace(op, n_timing=edge - 1))["OPTIML_ITEMS"] == 1

@@ -87,6 +87,16 @@ def test_tensor_pipe_bands(pct, said):
         assert said in text
 
 
+def test_conflicts_counted_as_every_wavefront_give_no_average_way():
+    """ncu can count as many conflicts as wavefronts (every wavefront a replay): the sentence says
+    so without an n-way average, which would divide by zero."""
+    text = joined(diagnose({"smem_ld_bank_conflicts": 4000.0, "smem_ld_wavefronts": 4000.0}))
+    assert "Severe shared-memory bank conflicts on loads: 4000 conflicts over 4000 wavefronts (100% of the " \
+           "wavefronts are conflict replays); pad or swizzle" in text
+    half = joined(diagnose({"smem_ld_bank_conflicts": 2000.0, "smem_ld_wavefronts": 4000.0}))
+    assert "(50% of the wavefronts are conflict replays, about 2.0-way on average)" in half
+
+
 def test_latency_bound_when_nothing_is_busy():
     text = joined(diagnose({"sm_throughput_pct": 17.0, "dram_throughput_pct": 3.5}))
     assert text.startswith("Latency-bound")
