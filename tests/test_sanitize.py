@@ -282,6 +282,7 @@ def test_best_mode_gives_the_result_out_before_the_sanitizer_is_done(tmp_path, u
     with _best_runner(tmp_path, fake) as runner:
         ev = runner.submit(block(300)).result(timeout=30)       # the sanitizer holds its verdict meanwhile
         assert ev.status == "ok" and ev.sanitize is None and ev.later is not None and not ev.later.done()
+        assert 0.0 < ev.wall_s < 30.0                           # from its submission to its result given out
         assert fake.started.wait(10)
         fake.gate.set()
         late = ev.later.result(timeout=10)

@@ -248,3 +248,25 @@ def test_the_rules_rewrites_are_named_back_from_their_edits():
             assert rewrite_of(t.edit) == t.kind, (t.kind, t.edit)
             seen.add(t.kind)
     assert {"privatize", "partials", "accumulate"} <= seen
+
+
+def test_a_nodes_proposer_call_shows_its_error_only_when_it_had_one(traj):
+    store, ids = traj
+    ok = store.record_proposal(ids["run"], proposer="llm", model="gpt-test", raw_answer="Pad the tile.",
+                               tokens_in=900, tokens_out=40, latency_s=1.2)
+    failed = store.record_proposal(ids["run"], proposer="llm", model="gpt-test", raw_answer="",
+                                   error="the server answered 503", latency_s=0.5)
+    shown = []
+    for proposal in (ok, failed):
+        node = store.add_node(ids["run"], ids["seed"], SEED + f"// {proposal}\n", proposer="llm", proposal_id=proposal)
+        shown.append(format_node(store, node).split("--- the proposer call behind it")[1].splitlines())
+    assert shown[0][1:] == ["Pad the tile."]
+    assert shown[1][1:] == ["error: the server answered 503"]
+
+
+def test_the_runs_table_starts_each_run_at_its_second():
+    from optiml.traces.report import format_runs
+
+    text = format_runs([{"id": 1, "task": "scale", "status": "done", "evaluated": 3, "budget": 8,
+                         "created_at": "2026-11-29T10:26:25.146+00:00"}])
+    assert text.splitlines()[1].split() == ["1", "scale", "done", "3/8", "-", "-", "-", "2026-11-29", "10:26:25"]
