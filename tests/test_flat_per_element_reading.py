@@ -3,6 +3,8 @@ one element a thread: outputs stored in braced branches, writes through a parent
 member, the index's own type, a loop that declares more than its index, helpers whose signature
 reads the thread's coordinates, and a thread's sum changed before its one atomic; and the start
 point each element type gets."""
+import dataclasses
+
 import pytest
 
 from optiml.edits.templates.flat import FLAT_TEMPLATES, recognize_flat
@@ -111,10 +113,7 @@ def test_a_threads_sum_scaled_by_what_never_changes_is_scaled_an_element(added, 
 
 
 def test_a_maps_start_does_two_vectors_a_thread_from_four_blocks_an_sm_of_132_at_two_each():
-    import dataclasses
-
-    spec = spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",))
-    op, why = recognize_flat(ONE.format("if (i < n) y[i] = 2.f * x[i];"), "k", spec)
+    op, why = recognize_flat(ONE.format("if (i < n) y[i] = 2.f * x[i];"), "k", N)
     assert op is not None, why
     template = next(t for t in FLAT_TEMPLATES if t.kind == op.kind)
     edge = 132 * 4 * 2 * 256 * 4                       # float: 4 elements a vector, 256 threads a block

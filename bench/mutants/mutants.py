@@ -577,7 +577,6 @@ class CoverageMap:
             found = self.tests_for(file, fn.lineno, fn.end_lineno or fn.lineno)
         return found or self.tests_for(file, 1, text.count("\n") + 1)
 
-
     def ordered(self, tests: tuple[str, ...], own_files: tuple[str, ...]) -> tuple[str, ...]:
         """``tests`` and every test of ``own_files`` (files named after the mutated module), by the
         map's timings: a file's tests together (its module fixtures are made once), the files whose
@@ -782,9 +781,8 @@ def main(argv=None) -> int:
             list(pool.map(one, range(len(mutants))))
 
     # a survivor listed in equivalent.py is reported with its reason and left out of the score
-    listed = {i: e for i, r in results.items() if r[0] == "survived"
-              and (e := equivalent.entry(mutants[i].file, mutants[i].old, mutants[i].new))}
-    equiv = {i: e[2] for i, e in listed.items()}
+    equiv = {i: e[2] for i, r in results.items() if r[0] == "survived"
+             and (e := equivalent.entry(mutants[i].file, mutants[i].old, mutants[i].new))}
     if args.json is not None:
         write_json(args.json, mutants, results, equiv)
     width = max(8, *(len(m.area) for m in mutants))
