@@ -36,3 +36,25 @@ def test_sanitize_true_runs_compute_sanitizer_and_reports_its_verdict(fake_eval_
 def test_without_sanitize_no_compute_sanitizer_runs(fake_eval_gpu, fake_sanitizer):
     result = optiml.evaluate(VADD, args=vadd_args(), arch="sm_90", **VADD_TASK)
     assert result.ok and FakeSanitizer.jobs == [] and result.to_dict()["sanitize"] is None
+
+
+def test_evaluate_kernel_called_without_options_runs_on_gpu_0_with_a_120_s_child(tmp_path, fake_eval_gpu, monkeypatch):
+    """app.evaluate.evaluate_kernel is what `optiml eval` and the API call; its own defaults are what a
+    script calling it bare gets: GPU 0, and a GPU child given 120 s."""
+    from optiml.app.evaluate import evaluate_kernel
+    from tests.test_spec import write
+
+    made = []
+
+    class KeepsTimeout(FakeEvalWorker):
+        def __init__(self, device=0, timeout_s=None):
+            made.append(timeout_s)
+            super().__init__(device, timeout_s)
+
+    import optiml.verify.harness as harness
+
+    monkeypatch.setattr(harness, "SubprocessHarness", KeepsTimeout)
+    kernel, _ = write(tmp_path)
+    ev, spec = evaluate_kernel(kernel, arch="sm_90")
+    assert ev.ok and spec.entry == "scale"
+    assert {j.device for j in FakeEvalWorker.jobs} == {0} and made == [120.0]

@@ -80,3 +80,16 @@ def test_a_cache_folder_that_cannot_be_made_is_one_sentence_with_the_systems_rea
         build._ensure_cache_dir(blocker / "cache")
     assert str(e.value) == (f"the build cache folder {blocker / 'cache'} cannot be created or written "
                             "(Not a directory); set OPTIML_CACHE_DIR to a writable folder.")
+
+
+def test_the_nvcc_version_is_its_release_build_or_its_last_line_or_unknown(tmp_path, monkeypatch):
+    """The version that keys the build cache: V13.0.88 from nvcc's usual banner; an nvcc that prints
+    something else is known by its last line; one that prints nothing is "unknown"."""
+    banner = ("nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\n"
+              "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n")
+    for printed, version in ((banner, "13.0.88"), ("a wrapper\nmy-nvcc 1.2\n", "my-nvcc 1.2"), ("", "unknown")):
+        fake = executable(tmp_path / f"nvcc{len(printed)}", "#!/bin/sh\ncat <<'END'\n" + printed + "END\n")
+        monkeypatch.setenv("OPTIML_NVCC", str(fake))
+        for f in (nvcc_path, build.nvcc_version):
+            f.cache_clear()
+        assert build.nvcc_version() == version

@@ -53,3 +53,14 @@ def test_optimize_timeout_takes_a_fraction_of_a_second_but_not_zero(tmp_path, mo
     r, o = _invoke(tmp_path, monkeypatch, "--timeout", "0")
     assert_one_sentence_error(r, "--timeout must be a positive number of seconds, not 0.")
     assert o is None
+
+
+def test_optimize_focus_is_3_by_default_takes_0_for_off_and_fractions_but_not_a_negative(tmp_path, monkeypatch):
+    r, o = _invoke(tmp_path, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert o.focus == 3.0
+    for given in ("0", "0.5", "10"):
+        r, o = _invoke(tmp_path, monkeypatch, "--focus", given)
+        assert r.exit_code == 0 and o.focus == float(given), r.output
+    r, o = _invoke(tmp_path, monkeypatch, "--focus", "-1")
+    assert r.exit_code == 2 and o is None and "--focus" in r.output

@@ -109,3 +109,19 @@ def test_a_search_that_runs_out_of_proposals_says_so_and_what_would_go_further(t
     timed = run_optimize(OptimizeOptions(kernel=kernel, budget=500, time_limit_s=0.001, profile=False, db=tmp_path / "v.db",
                                          arch="sm_90", parallel=1, build_jobs=1, templates=False))
     assert timed.evaluations < 500 and "stopped" not in timed.final
+
+
+def test_a_spec_baseline_is_verified_timed_and_recorded_with_the_best(tmp_path, fake_gpu):
+    """The spec's [baseline] runs in its own job after the search (the FAKE worker times it at the
+    seed's BLOCK, 1.28 ms) and its figure is kept with the run's result."""
+    FakeSanitizer.under = 0
+    (tmp_path / "vendor.py").write_text("def scale(x, n, alpha):\n    return alpha * x\n")
+    spec = SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }")
+    kernel, _ = write(tmp_path, spec + '\n[baseline]\ntorch = "vendor.py:scale"\nname = "torch (eager)"\n', KERNEL)
+    result = run_optimize(OptimizeOptions(kernel=kernel, budget=3, profile=False, db=tmp_path / "t.db",
+                                          arch="sm_90", parallel=1, build_jobs=1, templates=False))
+    base = result.final["baseline"]
+    assert base["label"] == "torch (eager)" and base["framework"] == "torch" and base["status"] == "ok"
+    assert base["median_ms"] == pytest.approx(1.28) and "message" not in base
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        assert store.run(result.run_id)["result"]["baseline"] == base
