@@ -37,6 +37,17 @@ def gpu_here():
     here.close()
 
 
+def test_the_worker_runs_its_gpu_child_on_its_first_visible_gpu_with_the_recipes_timeout():
+    from optiml.cluster.on_worker import LocalGpu
+
+    here = LocalGpu(7.5, "/opt/py/bin/python").make()
+    try:
+        assert (here.harness.device, here.harness.timeout_s, here.harness.python) == (0, 7.5, "/opt/py/bin/python")
+        assert here.python == "/opt/py/bin/python"
+    finally:
+        here.close()
+
+
 def test_the_worker_names_its_gpu_model_arch_and_driver_from_nvidia_smi(gpu_here, fake_smi, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     seen = fake_smi("NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n")

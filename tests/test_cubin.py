@@ -36,3 +36,11 @@ def test_a_section_past_the_end_is_no_cubin(tmp_path):
     p = tmp_path / "cut.cubin"
     p.write_bytes(elf(b"\1\2\3\4\5\6\7\x08")[:-1])
     assert code_digest(str(p)) is None
+
+
+def test_section_names_are_read_up_to_their_nul_the_null_sections_empty():
+    from optiml.cubin import _Elf
+
+    e = _Elf(elf(b"\1\2\3\4"))
+    assert [s[0] for s in e.sections] == ["", ".shstrtab", ".nv.constant0.k"]
+    assert e._string(0, 0, 0) == ""                   # an empty string table: nothing to read
