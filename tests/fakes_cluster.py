@@ -28,12 +28,15 @@ class FakeGpu:
     ``models``: (worker name, model) pairs (others are "FAKE GPU"; ``$OPTIML_FAKE_GPU_MODEL`` on a
     worker overrides); ``kill``: (BLOCK, times) pairs: a job of that BLOCK ends the worker process
     running it (os._exit) the first ``times`` times it runs anywhere; ``run_s``/``profile_s``: how long a
-    job or a profile batch takes."""
+    job or a profile batch takes; ``versions``: (worker name, optiml version) pairs the named workers
+    say they run; ``facts_s``: (worker name, seconds) pairs those workers take to say what GPU they have."""
     log: str
     models: tuple = ()
     kill: tuple = ()
     run_s: float = 0.0
     profile_s: float = 0.0
+    versions: tuple = ()
+    facts_s: tuple = ()
 
     def make(self) -> "FakeGpuHere":
         here = FakeGpuHere(self)
@@ -73,7 +76,9 @@ class FakeGpuHere:
 
     def facts(self) -> dict:
         name = os.environ.get(FAKE_MODEL_ENV) or dict(self.recipe.models).get(_worker_name(), "FAKE GPU")
-        return {"name": name, "arch": "sm_90", "driver": "0.0"}
+        time.sleep(dict(self.recipe.facts_s).get(_worker_name(), 0.0))
+        version = dict(self.recipe.versions).get(_worker_name())
+        return {"name": name, "arch": "sm_90", "driver": "0.0", **({"optiml": version} if version else {})}
 
     def run(self, job) -> HarnessResult:
         block = job.candidate.constants.get("BLOCK")

@@ -222,6 +222,29 @@ def test_gpus_of_two_models_are_refused_in_one_sentence(client, log):
     assert "\n" not in message and not [c for c in calls(log) if c["kind"] == "run"]
 
 
+def test_gpu_workers_running_another_optiml_are_refused_in_one_sentence(client, log):
+    from optiml import __version__
+
+    with pytest.raises(EnvironmentProblem) as e:
+        GpuCluster(client, FakeGpu(str(log), versions=(("1", "0.0.1"),)))
+    assert str(e.value) == (f"the dask GPU workers run optiml 0.0.1, {__version__} but this is optiml {__version__}; "
+                            f"install the same version on both.")
+
+
+def test_a_gpu_worker_that_does_not_answer_at_the_start_is_left_out_of_the_run(client, tmp_path, log):
+    workers = gpu_workers(client)
+    [slow] = [a for a, n in workers.items() if n == "1"]
+    with GpuCluster(client, FakeGpu(str(log), facts_s=(("1", 3.0),)), find_s=1.0) as gpus:
+        assert list(gpus.workers) == [a for a in workers if a != slow]
+        assert gpus.excluded == {slow: "it did not answer when the run started"}
+        result = ClusterHarness(gpus).run(job_of(tmp_path, 64))
+    assert result.status == "ok" and {c["worker"] for c in calls(log) if c["kind"] == "run"} == {"0"}
+    time.sleep(2.5)                                 # the slow worker's answer ends before the next test
+    with pytest.raises(EnvironmentProblem, match=r"^no GPU worker of the dask cluster answered within 0\.5 s\.$"):
+        GpuCluster(client, FakeGpu(str(log), facts_s=(("0", 1.5), ("1", 1.5))), find_s=0.5)
+    time.sleep(3.5)
+
+
 def test_optimize_on_gpus_of_two_models_stops_with_that_sentence_and_no_traceback(cluster, tmp_path, log, monkeypatch):
     from click.testing import CliRunner
 
