@@ -445,6 +445,8 @@ def _use(ident, fns, seen) -> tuple[Access, str | None]:
             node = up
         elif t == "binary_expression" and not deref and _text(up.child_by_field_name("operator")) in "+-":
             node = up
+        elif t == "update_expression" and not deref:        # p++ is p: *p++ = v writes through it
+            node = up
         elif t == "subscript_expression" and up.child_by_field_name("argument") == node and not deref:
             node, deref = up, True
         elif t == "pointer_expression" and _text(up.child_by_field_name("operator")) == "*" and not deref:
@@ -494,6 +496,11 @@ def _use(ident, fns, seen) -> tuple[Access, str | None]:
         return (Access(), _text(left)) if left.type == "identifier" else (Access(unsure=True), None)
     if up.type in ("binary_expression", "condition_clause", "unary_expression"):
         return Access(), None       # compared with another pointer or with null
+    if (up.type == "assignment_expression" and up.child_by_field_name("left") == node and
+            _text(up.child_by_field_name("operator")) in ("=", "+=", "-=")) or (
+            node.type == "update_expression" and not deref and
+            up.type in ("expression_statement", "for_statement", "comma_expression")):
+        return Access(), None       # the pointer itself moved (p = q, p += n, p++): no memory touched
     return Access(unsure=True), None
 
 

@@ -52,6 +52,35 @@ def test_access_follows_calls_aliases_and_atomics():
     assert (acc["e"].read, acc["e"].write) == (False, True)
 
 
+def test_access_through_increments_address_of_casts_later_aliases_and_unknown_calls():
+    src = """
+    extern __device__ void opaque(float *p);
+    __global__ void k(float *a, float *b, float *c, float *d, float *e, const float *f, int *g,
+                      float *h, float *m) {
+        a[threadIdx.x]++;                                  // read and written
+        float *q = &b[1];                                  // an alias through &b[...]
+        q[0] = 2.0f;
+        float4 *v = reinterpret_cast<float4 *>(c);         // a cast: c is what v is
+        e[0] = v[0].x;
+        float *r;
+        r = d;                                             // an alias made by assignment
+        r[2] = 1.0f;
+        h += 4;                                            // the pointer moved, then written
+        h++;
+        h[0] = 0.0f;
+        for (float *w = m; w != m + 4; w++) *w++ = 1.0f;  // written through a moving alias
+        if (f == nullptr || f != e) return;                // compared only: not read
+        opaque(g ? (float *)g : e);                        // passed where optiml cannot look
+    }"""
+    acc = pointer_access(src, "k")
+    got = {p: (a.read, a.write, a.unsure) for p, a in acc.items()}
+    assert got["a"] == (True, True, False) and got["b"] == (False, True, False)
+    assert got["c"] == (True, False, False) and got["d"] == (False, True, False)
+    assert got["f"] == (False, False, False) and got["h"] == (False, True, False)
+    assert got["m"] == (False, True, False)
+    assert got["g"][2] and got["e"][1] and got["e"][2]     # unknown callee: unsure
+
+
 def test_shapes_and_launch_from_bounds_and_indices(tmp_path):
     text, spec = draft(tmp_path, "roles_2d_bounds.cu")
     shapes = {a.name: a.shape for a in spec.args if a.role != "scalar"}
