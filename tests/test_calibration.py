@@ -108,6 +108,8 @@ def test_judge_bound_uses_measured_peaks():
     assert speed_of_light_ms((None, 3e9), GPU, measured) == pytest.approx(1.0)
     assert speed_of_light_ms((None, 3.35e9), GPU, H100_SXM) == pytest.approx(1.0)
     assert physical_bound_ms(6e11, None, measured) == pytest.approx(1.0)
+    assert physical_bound_ms(None, None, measured) is None and physical_bound_ms(0.0, 0.0, measured) is None   # no counts: no bound
+    assert physical_bound_ms(6e11, 3e9, None) is None
 
 
 def test_diagnosis_says_measured_or_datasheet():

@@ -100,3 +100,17 @@ def test_the_architecture_is_gpu_0s(fake_smi):
     from optiml.build import detect_arch
     fake_smi.write_text(FAKE_SMI.replace('echo "9.0"; echo "9.0"', 'echo "8.0"; echo "9.0"'))
     assert detect_arch() == "sm_80"
+
+
+def test_a_gpu_is_available_when_nvidia_smi_lists_one_and_pycuda_is_installed(fake_smi, monkeypatch):
+    """A FAKE nvidia-smi and a FAKE pycuda spec: the check's wiring, not GPU behaviour."""
+    import importlib.util
+
+    from optiml.gpus import gpu_available
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "pycuda" else real(name, *a))
+    assert gpu_available()
+    # a driver that is not loaded: nvidia-smi fails (NVIDIA-SMI has failed ..., exit 9)
+    fake_smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver'\nexit 9\n")
+    assert not gpu_available()

@@ -46,3 +46,13 @@ def test_the_stall_sentence_lists_the_three_largest_reasons_only():
     assert stalls == ["Top warp stall reasons (warps stalled per issue cycle): long_scoreboard (18.5, waiting on "
                       "global or local memory); lg_throttle (12.2, the global/local memory queue is full); "
                       "not_selected (4.7, eligible but another warp issued)."]
+
+
+def test_a_metric_that_is_no_number_says_nothing():
+    """ncu prints "n/a" (kept as text) where a counter is not collected, and some fields are flags:
+    such a value leaves its sentence out, never fails the diagnosis or enters a figure."""
+    assert diagnose({"achieved_occupancy_pct": "n/a", "theoretical_occupancy_pct": "n/a",
+                     "local_load_bytes": "n/a", "local_store_bytes": True, "duration_ns": "n/a",
+                     "sm_throughput_pct": "n/a", "dram_throughput_pct": True}) == []
+    text, = diagnose({"local_load_bytes": 2048.0, "local_store_bytes": "n/a"})
+    assert text.startswith("Local-memory traffic (2048 bytes loaded")
