@@ -203,3 +203,22 @@ def test_an_evaluation_records_its_wall_time_and_its_wait_for_the_gpu(tmp_path):
     r = ev.evaluate(Candidate(KERNEL))
     assert {"parse", "build", "gpu_queue", "gpu"} <= set(r.stage_s) and "build_queue" not in r.stage_s
     assert r.wall_s >= r.stage_s["build"] > 0
+
+
+def test_the_strict_tolerances_are_those_of_the_outputs_dtypes():
+    """An output of another type than the inputs (float16 in, float32 out): its loosened float32
+    tolerance is brought back to the defaults; a spec already stricter than the defaults is kept."""
+    import numpy as np
+
+    from optiml.runner.judge import strict_tolerances
+    from optiml.spec import spec_from_arrays
+
+    widen = ("#include <cuda_fp16.h>\n__global__ void widen(const __half* x, float* y, int n) {\n"
+             "    int i = blockIdx.x * 64 + threadIdx.x;\n    if (i < n) y[i] = __half2float(x[i]);\n}\n")
+    args = [np.ones(64, np.float16), np.zeros(64, np.float32), 64]
+    loose = spec_from_arrays(widen, args, outputs=["y"], grid=["cdiv(N0, 64)"], block=[64], atol=1.0, rtol=0.5)
+    t = strict_tolerances(loose).tolerance("float32")
+    assert (t.atol, t.rtol, t.rel_rms) == (1e-4, 1e-4, 1e-3)
+    tight = spec_from_arrays(widen, args, outputs=["y"], grid=["cdiv(N0, 64)"], block=[64], atol=1e-6, rtol=0.0)
+    t = strict_tolerances(tight).tolerance("float32")
+    assert (t.atol, t.rtol) == (1e-6, 0.0)

@@ -8,7 +8,6 @@ Entries come from the standing set (seed 0) and from fresh draws (other seeds)."
 from __future__ import annotations
 
 EQUIVALENT: tuple[tuple[str, str, str], ...] = (
-    ("optiml/app/evaluate.py", "device: int = 1", "a default every caller passes"),
     ("optiml/cluster/gpu_workers.py", "slot: int = 1", "a default every caller passes"),
     ("optiml/cluster/on_worker.py", "hexdigest()[:33]", "the length of a content-hash folder name"),
     ("optiml/app/optimize.py", 'float("nan"), 0, 1, 0', "_untimed's warm-up count, which nothing reads"),
@@ -19,7 +18,6 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/cli/kernel.py", "indent=3", "JSON indentation: layout only"),
     ("optiml/verify/calibrate.py", "indent=2", "JSON indentation: layout only"),
     ("optiml/cubin.py", "1 <= index", "symbol 0 is the null symbol, named #0 in every build"),
-    ("optiml/cubin.py", "if end >= 1 else", "only the null name, at offset 0, then reads past its NUL: no kept name starts so"),
     ("optiml/dtypes.py", "9221365074855181009", "a NaN's payload, made and checked by one function"),
     ("optiml/draft/trial.py", "got.reshape(-2)", "numpy reads any negative size in reshape as the one unknown"),
     ("optiml/edits/atomics.py", "sub is not None or", "an identifier always has a parent; only a subscript has indices"),
@@ -36,6 +34,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/gpus.py", 'split(",", 2)', "no GPU name holds a comma"),
     ("optiml/generate/answers.py", "max(n, 1)", "n is at least 1: generate refuses --strategies under 1 first"),
     ("optiml/runner/prepare.py", "(base_seed - 1000003 * n)", "another set of distinct seeds for the same cases"),
+    ("optiml/runner/prepare.py", "randbelow(2**32)", "each case's seed is taken modulo 2**31: the same cases, and --seed reproduces them"),
+    ("optiml/cli/doctor.py", "timeout=61", "how long doctor waits for a tool's --version: one second more"),
     ("optiml/traces/html/render.py", "mtime=1", "a fixed gzip header time either way: the page is as reproducible"),
     ("optiml/traces/html/specs.py", '"height": 261', "a chart's height by one pixel: layout only"),
     ("optiml/traces/html/specs.py", '"tickMinStep": 2', "the least step between an axis's ticks: layout only"),
