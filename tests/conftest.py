@@ -8,6 +8,10 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 DATA = Path(__file__).resolve().parent / "data"
 
+# The deadline of a test that drives the runner's threads (none takes 15 s): a mutant or a bug that leaves
+# a thread waiting forever fails the test at 60 s, its stacks printed, instead of hanging the run.
+RUNNER_DEADLINE = pytest.mark.timeout(60)
+
 
 def assert_one_sentence_error(r, *fragments):
     """A click CliRunner result that is what a user should see for bad input: exit code 1, no

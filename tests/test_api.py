@@ -13,9 +13,11 @@ import pytest
 import optiml
 from optiml.errors import SpecError, UserError
 from optiml.spec import load_spec, spec_data_from_arrays, spec_from_arrays, to_toml
-from tests.conftest import ROOT
+from tests.conftest import ROOT, RUNNER_DEADLINE
 from tests.test_optimize_fakes import FakeBlockWorker, FakeSanitizer, fake_gpu  # noqa: F401 (a fixture)
 from tests.test_spec import write
+
+pytestmark = RUNNER_DEADLINE
 
 VADD = r"""
 #define BLOCK 128

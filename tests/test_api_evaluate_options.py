@@ -8,6 +8,9 @@ import pytest
 import optiml
 from tests.test_api import VADD, VADD_TASK, FakeEvalWorker, fake_eval_gpu, vadd_args  # noqa: F401 (a fixture)
 from tests.test_optimize_fakes import FakeSanitizer
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 
 @pytest.fixture

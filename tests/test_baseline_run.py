@@ -15,6 +15,9 @@ from tests.fakes import FakeHarness
 from tests.test_final_choice import FakeGpu
 from tests.test_runner import timing
 from tests.test_spec import KERNEL, SPEC, load
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 REF = "def scale(x, n, alpha):\n    return alpha * x\n"
 

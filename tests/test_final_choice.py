@@ -16,6 +16,9 @@ from optiml.search import MCTS, SearchConfig
 from optiml.verify.harness import HarnessResult, RivalResult, TimingResult
 from optiml.verify.timing_stats import (MIN_ROUNDS, PLAN_MS, ROUNDS, block_order, block_plan, ratio_interval,
                                         timing_stats)
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 
 # -- the block plan and the interval ------------------------------------------------------------------

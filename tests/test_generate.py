@@ -17,6 +17,9 @@ from optiml.verify.sanitizer import SanitizeResult
 from tests.fakes import FakeHarness, fake_gpu_machine
 
 from .chat_server import chat_server  # noqa: F401
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 SPEC = """
 [kernel]

@@ -15,6 +15,9 @@ from tests.test_generate import FakeBlockWorker, answer, kernel, spec_file
 from tests.test_optimize_fakes import FakeSanitizer
 
 from .chat_server import chat_server  # noqa: F401
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 TWO = "STRATEGY 1: one element per thread\nx\nSTRATEGY 2: bigger blocks\ny\n"
 

@@ -11,6 +11,9 @@ from optiml.verify.harness import HarnessResult, TimingResult
 from optiml.verify.sanitizer import SanitizeResult
 from tests.fakes import FakeHarness, fake_gpu_machine
 from tests.test_spec import KERNEL, SPEC, write
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 
 class FakeBlockWorker(FakeHarness):

@@ -11,6 +11,9 @@ from optiml.verify.harness import HarnessResult
 from tests.fakes import FakeHarness, fake_gpu_machine
 from tests.test_optimize_fakes import FakeBlockWorker, FakeSanitizer, fake_gpu  # noqa: F401 (a fixture)
 from tests.test_spec import KERNEL, SPEC, write
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 SMALL = SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }")
 

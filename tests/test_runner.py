@@ -14,6 +14,9 @@ from optiml.profiler.types import ProfileResult, ProfileStatus
 from optiml.verify.harness import HarnessResult, TimingResult
 from tests.fakes import FakeHarness
 from tests.test_spec import KERNEL, load
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 BLOCKS = (32, 64, 96, 128, 160, 192, 224, 256, 288, 320)
 

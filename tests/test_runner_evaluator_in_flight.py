@@ -8,6 +8,9 @@ from concurrent.futures import Future
 
 from optiml.app.evaluator import RunnerEvaluator
 from optiml.runner import Evaluation
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 
 class FakeRunner:

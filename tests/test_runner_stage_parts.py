@@ -8,6 +8,9 @@ from types import SimpleNamespace
 import optiml.runner.stages as stages
 from optiml.profiler.types import ProfileStatus
 from optiml.runner.stages import Device, ProfileStage, Slot
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 
 @dataclass(frozen=True)

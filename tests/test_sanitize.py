@@ -13,9 +13,11 @@ from optiml.search.reward import RUNTIME_FAILURE_REWARD, reward
 from optiml.status import Category, Status, category
 from optiml.verify.harness import Case, HarnessJob, HarnessResult, KernelBinary, TimingResult
 from optiml.verify.sanitizer import SanitizeResult, Sanitizer
-from tests.conftest import DATA
+from tests.conftest import DATA, RUNNER_DEADLINE
 from tests.fakes import FakeHarness
 from tests.test_spec import KERNEL, load
+
+pytestmark = RUNNER_DEADLINE
 
 FAKE = textwrap.dedent(f"""\
     #!{sys.executable}

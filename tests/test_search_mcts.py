@@ -181,7 +181,8 @@ def test_same_seed_same_run_and_seed_matters():
     b, ev_b, _ = search(40, seed=7)
     c, ev_c, _ = search(40, seed=8)
     assert ev_a.calls == ev_b.calls and a.signature() == b.signature()
-    assert ev_a.calls != ev_c.calls
+    assert ev_a.calls != ev_c.calls and a.signature() != c.signature()
+    assert len(a.signature()) == len(a.nodes) and (a.root.path(), a.root.status) in {(p, st) for p, _, st in a.signature()}
 
 
 @pytest.mark.parametrize("focus", [0.0, SearchConfig.focus])

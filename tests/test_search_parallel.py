@@ -21,6 +21,9 @@ from optiml.traces.store import TraceStore
 
 from .test_search_mcts import ROOT, ReplayEvaluator, ScriptedProposer
 from optiml.app.records import best_node
+from tests.conftest import RUNNER_DEADLINE
+
+pytestmark = RUNNER_DEADLINE
 
 
 class FakeOutOfOrderEvaluator:
