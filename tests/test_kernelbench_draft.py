@@ -233,3 +233,67 @@ def test_a_spread_the_sizes_do_not_explain_is_left_as_drawn():
     def refuses(at):
         raise ValueError("no")
     assert spread_scaling(refuses, sizes, sa, sb, a, b) == {}
+
+
+GROUPNORM_TASK = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, num_groups, channels):
+        super().__init__()
+        self.gn = nn.GroupNorm(num_groups, channels)
+
+    def forward(self, x):
+        return self.gn(x)
+
+batch_size = 96
+channels = 64
+num_groups = 8
+length = 999
+
+def get_inputs():
+    return [torch.rand(batch_size, channels, length)]
+
+def get_init_inputs():
+    return [num_groups, channels]
+'''
+
+GROUPNORM_KERNEL = """__global__ void gn(const float* x, const float* weight, const float* bias, float* out,
+                   int batch_size, int channels, int num_groups, int length) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < batch_size * channels * length) out[i] = x[i] * weight[(i / length) % channels] + bias[(i / length) % channels];
+}
+"""
+
+
+def test_the_third_test_size_of_a_task_whose_sizes_divide_spreads_only_the_sizes_no_other_divides(tmp_path, monkeypatch):
+    """GroupNorm wants channels a multiple of num_groups, so the task runs only at sizes that keep the
+    division; the CPU test's third size set (larger, and not a multiple of any block) spreads the size
+    no other divides (length, 999) and keeps those that divide: the task still runs there."""
+    need_torch()
+    import optiml.draft.kernelbench as kb
+
+    task, kernel = tmp_path / "gn_task.py", tmp_path / "gn.cu"
+    task.write_text(GROUPNORM_TASK)
+    kernel.write_text(GROUPNORM_KERNEL)
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def keep_larger(source, kern, info, arrays, pointers, sets, larger, *a, **kw):
+        seen.update(sets=sets, third=larger())
+        raise Stop
+
+    monkeypatch.setattr(kb, "_test_drafts", keep_larger)
+    with pytest.raises(Stop):
+        kb.draft_kernelbench(task, GROUPNORM_KERNEL, kernel)
+    small = seen["sets"][1][0]
+    assert small["channels"] % small["num_groups"] == 0           # the divisible family of sizes
+    assert seen["third"] is not None, "no third size set: the task did not run at the spread sizes"
+    third, arrays = seen["third"]
+    spread = third["length"]
+    assert spread > 256 and spread % 2 == 1 and spread != small["length"]   # past any block, a multiple of none
+    assert third["channels"] == small["channels"] and third["num_groups"] == small["num_groups"]
+    assert third["batch_size"] == small["batch_size"]             # 96 is a multiple of 8: kept
+    assert tuple(arrays[0].shape) == (third["batch_size"], third["channels"], spread)
