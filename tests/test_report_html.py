@@ -220,3 +220,11 @@ def test_report_errors_are_one_sentence(tmp_path):
     r = CliRunner().invoke(main, ["report", "--db", str(H100), "-o", str(tmp_path / "ok.html")])
     assert r.exit_code == 0 and "ok.html: run 1 (sgemm_tiled_conflicts), 31 candidates" in r.output
     assert not (H100.parent / (H100.name + "-wal")).exists()                 # opened read-only
+
+
+def test_durations_read_in_seconds_minutes_or_hours():
+    """The page's wall-time figures: seconds under two minutes, minutes under two hours, then hours."""
+    from optiml.traces.html.render import _duration
+
+    assert [_duration(s) for s in (None, 0.4, 59.6, 119.4, 120.0, 7199.0, 7200.0, 36000.0)] == \
+        ["-", "0 s", "60 s", "119 s", "2.0 min", "120.0 min", "2.0 h", "10.0 h"]

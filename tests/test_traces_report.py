@@ -270,3 +270,20 @@ def test_the_runs_table_starts_each_run_at_its_second():
     text = format_runs([{"id": 1, "task": "scale", "status": "done", "evaluated": 3, "budget": 8,
                          "created_at": "2026-11-29T10:26:25.146+00:00"}])
     assert text.splitlines()[1].split() == ["1", "scale", "done", "3/8", "-", "-", "-", "2026-11-29", "10:26:25"]
+
+
+def test_the_raw_node_lists_what_was_tried_from_it_without_a_new_candidate(tmp_path):
+    """A proposal from a node that made no candidate (a rewrite refused) is listed under its own
+    heading with its edit, status and reason; a proposer call made from the node is not among them."""
+    with TraceStore(tmp_path / "t.db") as store:
+        ids = make_trajectory(store)
+        store.record_proposal(ids["run"], node_id=ids["padded"], proposer="rules",
+                              parsed_edits={"edit": "unroll the copy loop by 4", "status": "refused"},
+                              error="refused: no loop with a constant trip count", kind="attempt")
+        store.record_proposal(ids["run"], node_id=ids["padded"], proposer="llm", model="gpt-test",
+                              prompt="again", raw_answer="Use launch bounds.")
+        text = format_node_raw(store, ids["padded"])
+        tried = text.split("--- tried from this node without a new candidate:\n", 1)[1]
+        assert tried.splitlines() == ["  unroll the copy loop by 4: refused: refused: no loop with a constant trip count"]
+        assert "Use launch bounds." in text.split("--- tried from this node")[0]
+        assert "without a new candidate" not in format_node_raw(store, ids["bounded"])
