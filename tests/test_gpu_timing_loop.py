@@ -165,3 +165,25 @@ def test_a_driver_error_while_timing_is_a_kernel_fault_and_frees_every_buffer(se
     with pytest.raises(gpu.KernelFault, match="illegal memory access"):
         gpu_timing.time_kernels(g, job, lambda text: None, [job.candidate])
     assert sorted(drv.freed) == sorted(drv.mem)                 # the input sets, their copies, the flush buffer
+
+
+def test_untimed_launches_in_a_block_go_on_rotating_through_the_input_sets(setup, monkeypatch):
+    """Short kernels: each block starts with untimed launches (its warm-up), which take the next
+    input sets in turn as the timed ones do, so every launch of the blocks reads the set after the
+    previous launch's and the timed ones see the sets equally. Afterwards only set 0 is left allocated."""
+    drv, g, job = setup
+    monkeypatch.setattr(gpu_timing._Nvml, "open", classmethod(lambda cls, pci: None))
+    drv.kernels["fast"] = FakeFunction(drv, "fast", ms=0.05)
+    drv.kernels["slow"] = FakeFunction(drv, "slow", ms=0.05)
+    a, b = KernelBinary("a.cubin", "fast", (LAUNCH,)), KernelBinary("b.cubin", "slow", (LAUNCH,))
+    (ta, tb), set0, clocks = gpu_timing.time_kernels(g, job, lambda text: None, [a, b])
+    # what is left allocated is set 0's buffers only (the caller's, to check and free)
+    assert set(drv.mem) - set(drv.freed) == {int(p) for p in set0.bufs.values()}
+    plan = clocks["plan"]
+    assert min(plan["warmup"]) >= 1                            # untimed launches in every block
+    set_of = _set_of(drv)
+    launches = [set_of[e[4][0]] for e in drv.launches()]
+    in_blocks = plan["rounds"] * (sum(plan["warmup"]) + sum(plan["reps"]))
+    blocks = launches[-1 - in_blocks:-1]
+    assert blocks == [k % 8 for k in range(in_blocks)]
+    assert ta.warmup_launches == 3 + plan["rounds"] * plan["warmup"][0]
