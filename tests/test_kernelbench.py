@@ -262,3 +262,32 @@ def test_a_loss_kernels_count_and_atomic_total_are_drafted_so_the_spec_runs(tmp_
     assert "verified on the CPU emulation at the verify sizes" in text and "the draft fails" not in text
     assert args["n"].value == "batch_size * dim"
     assert "(batch_size * dim)" in spec.launch.grid[0] and "n," not in spec.launch.grid[0]
+
+
+def test_the_init_command_writes_the_spec_and_reference_and_keeps_existing_ones_unless_forced(tmp_path):
+    """`optiml init --kernelbench` as a user types it (with --no-test: the draft as read): the spec and
+    the reference beside it, then one sentence where the reference exists already, and --force."""
+    need_torch()
+    import shutil
+
+    from click.testing import CliRunner
+
+    from optiml.cli import main
+    from tests.conftest import assert_one_sentence_error
+
+    for f in ("kb_softmax.cu", TASKS["kb_softmax"]):
+        shutil.copy(EXAMPLES / "kb_softmax" / f, tmp_path / f)
+    kernel, task = tmp_path / "kb_softmax.cu", tmp_path / TASKS["kb_softmax"]
+    args = ["init", str(kernel), "--kernelbench", str(task), "--no-test"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith(f"wrote {tmp_path / 'kb_softmax.toml'} (") and "testing the draft" not in r.output
+    assert r.output.rstrip().endswith(f"then run: optiml eval {kernel}")
+    ref = tmp_path / "kb_softmax_ref.py"
+    assert load_spec(tmp_path / "kb_softmax.toml", kernel).entry == "softmax_kernel" and "def reference(" in ref.read_text()
+    (tmp_path / "kb_softmax.toml").unlink()
+    ref.write_text("# mine\n")
+    assert_one_sentence_error(CliRunner().invoke(main, args), f"{ref}: already exists; pass --force to overwrite it.")
+    assert ref.read_text() == "# mine\n" and not (tmp_path / "kb_softmax.toml").exists()
+    r = CliRunner().invoke(main, [*args, "--force"])
+    assert r.exit_code == 0 and "def reference(" in ref.read_text()
