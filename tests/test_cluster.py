@@ -293,6 +293,30 @@ def test_a_result_that_does_not_come_back_in_time_is_a_timeout(client, tmp_path,
     assert not (tmp_path / result.key).exists()      # not cached
 
 
+def test_workers_running_another_optiml_or_not_answering_are_one_sentence(client, tmp_path, monkeypatch):
+    from optiml import __version__
+
+    def other_version():
+        return "0.0.1", "13.0.88"
+
+    monkeypatch.setattr(cluster_mod, "_remote_versions", other_version)
+    with pytest.raises(EnvironmentProblem) as e:
+        DaskBuilder(client, "sm_90", cache_dir=tmp_path)
+    assert str(e.value) == (f"the dask workers run optiml 0.0.1 but this is optiml {__version__}; "
+                            f"install the same version on both.")
+
+    def silent():
+        time.sleep(1.5)
+        return __version__, "13.0.88"
+
+    monkeypatch.setattr(cluster_mod, "_remote_versions", silent)
+    with pytest.raises(EnvironmentProblem) as e:
+        DaskBuilder(client, "sm_90", cache_dir=tmp_path, wait_s=0.3)
+    assert str(e.value) == ("no dask worker answered (is optiml installed on the workers?): the dask cluster did not "
+                            "return a version probe within 0.3 s.")
+    time.sleep(1.5)                       # the worker's sleeping probe ends before the next test
+
+
 def test_a_bug_on_the_worker_raises_here(client, builder, monkeypatch):
     def bug(*args):
         raise ZeroDivisionError("a bug in optiml")
