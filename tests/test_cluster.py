@@ -363,3 +363,11 @@ def test_gpu_the_pipeline_verifies_and_times_on_the_cluster(client, tmp_path):
     result = ev.evaluate(Candidate(seed, name=REDUCE.name))
     assert result.status == "ok", result.message
     assert result.harness.timing.median_ms > 0 and all(c.passed for c in result.harness.checks)
+
+
+@pytest.mark.parametrize("name", ["../evil.h", "/etc/evil.h", "sub/../../evil.h", ""])
+def test_a_worker_writes_no_shipped_header_outside_its_build_folder(name):
+    """What a worker is sent is not trusted to name its own place: a header name that climbs out of
+    the build's include folder, or is absolute or empty, is refused before anything is written."""
+    with pytest.raises(ValueError, match="a shipped header must stay in its folder"):
+        cluster_mod._remote_build("sm_90", 60.0, "__global__ void k() {}\n", ("-O3",), "k.cu", {name: b"int x;\n"})
