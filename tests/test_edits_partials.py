@@ -216,6 +216,23 @@ TWO_OUT = PARTIAL.replace("float *partial, int n", "float *partial, int *seen, i
      "not chunked: the loaded term uses t, not only the element's index and the kernel's arguments"),
     (PARTIAL.replace("__syncthreads();\n  for", "sh[t] *= 2.0f;\n  __syncthreads();\n  for"), LAUNCH,
      "not chunked: the kernel does more than load one element a thread, sync, reduce with a tree and write one partial"),
+    (PARTIAL, (("cdiv(n * m2, 256)",), (256,), 0),
+     "not chunked: the grid's n * m2 is not made of the kernel's scalars and constants, so the kernel cannot tell "
+     "how many partials to write"),
+    (PARTIAL.replace("int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;",
+                     "int t = threadIdx.x, i = blockIdx.x * blockDim.x + t, k = 3;"), LAUNCH,
+     "not chunked: the kernel declares k = 3, not only the thread's index and its element's"),
+    (PARTIAL.replace("__syncthreads();\n  for", "__syncwarp();\n  for"), LAUNCH,
+     "not chunked: the load is followed by __syncwarp();, not a barrier"),
+    (PARTIAL.replace("(i < n) ?", "(i < n && i > 4) ?"), LAUNCH,
+     "not chunked: the load's bound n && i > 4 is not one comparison with the kernel's scalars"),
+    (PARTIAL.replace("x[i] : 0.0f", "x[i] * __syncthreads_count(1) : 0.0f"), LAUNCH,
+     "not chunked: the loaded term synchronises or is atomic"),
+    (PARTIAL.replace("x[i] : 0.0f", "(n = 2) * x[i] : 0.0f"), LAUNCH,
+     "not chunked: the loaded term (n = 2) * x[i] changes a value"),
+    (PARTIAL.replace("x[i] : 0.0f", "x[i] + partial[0] : 0.0f"), LAUNCH, "not chunked: the loaded term reads partial"),
+    (PARTIAL.replace("__shared__ float sh[256];", "__shared__ float2 sh[256];"), LAUNCH,
+     "not chunked: the shared array sh holds float2, not a number type"),
 ])
 def test_what_it_cannot_keep_right_it_refuses_with_the_reason(source, launch, why):
     assert chunk_partials(source, "partial_sums", launch) == ([], why)
