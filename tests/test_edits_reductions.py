@@ -94,6 +94,27 @@ def test_what_is_not_a_block_sum_is_refused_with_the_reason(change, reason):
     assert ts == [] and why is not None and reason in why
 
 
+@pytest.mark.parametrize("change, why", [
+    (("(i < n) ?", "(i < n && n > 0) ?"), "not accumulated: the load's bound is more than one comparison"),
+    (("    sh[t] = (i < n) ? x[i] : 0.0f;", "    if (n > 0) { sh[t] = (i < n) ? x[i] : 0.0f; }"),
+     "not accumulated: the load is not a statement of the kernel's own body"),
+    (("x[i] : 0.0f", "x[i] * __syncthreads_count(1) : 0.0f"), "not accumulated: the loaded expression synchronises or is atomic"),
+    (("__shared__ float sh[256];", "__shared__ half sh[256];"), "not accumulated: the shared array holds half, not a number type"),
+    (("    __syncthreads();\n    for", "    sh[t]++;\n    __syncthreads();\n    for"), "not accumulated: sh is incremented elsewhere"),
+    (("const float *x, float *out, int n", "const float *x, float *out, float *seen, int n"),
+     None),
+    (("if (t == 0) atomicAdd(out, sh[0]);", "if (t == 0) atomicAdd(out, sh[0]);\n    if (t == 1) seen[blockIdx.x] = 1.0f;"),
+     "not accumulated: the kernel also writes seen, which a grid-stride sum would change"),
+])
+def test_each_refusal_of_the_accumulation_says_its_own_reason(change, why):
+    source = BLOCK_SUM.replace("const float *x, float *out, int n", "const float *x, float *out, float *seen, int n")
+    ts, said = accumulate_first(source.replace(*change), "block_sum", LAUNCH)
+    if why is None:                         # the extra parameter alone changes nothing
+        assert len(ts) == 1 and said is None
+    else:
+        assert ts == [] and said == why
+
+
 def test_an_accumulation_needs_a_cdiv_grid_and_a_one_item_index():
     assert accumulate_first(BLOCK_SUM, "block_sum", (("4096",), (256,), 0)) == ([], None)
     strided = BLOCK_SUM.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);")
