@@ -162,6 +162,20 @@ def test_find_spec_points_to_init(tmp_path):
     (('grid = ["cdiv(N, BLOCK)"]', 'grid = ["N * N * N"]'), r"CUDA allows at most 2147483647 in grid dimension x"),
     (('block = ["BLOCK"]', 'block = ["BLOCK", 1, 65]'), r"launch.block\[2\] = 65 .*CUDA allows at most 64 in block dimension z"),
     (('block = ["BLOCK"]', 'block = ["BLOCK"]\nshared_mem = "2**32"'), r"launch.shared_mem evaluates to 4294967296 .*at most 4294967295 bytes"),
+    (('name = "y"', 'name = "x"'), r"args: the name 'x' is used twice\."),
+    (('role = "scalar"\nvalue = 0.5', 'role = "scalar"\nvalue = 0.5\nshape = ["N"]'),
+     r"args.alpha.shape is not allowed on a scalar; give value = <number or expression>\."),
+    (('role = "output"\nshape = ["N"]', 'role = "output"\nshape = ["N"]\nvalue = 3'),
+     r"args.y.value is only for scalars; an output array takes shape and init\."),
+    (('role = "output"\nshape = ["N"]', 'role = "output"\nshape = ["N"]\ninit = { dist = "normal" }'),
+     r"args.y.init is not used for outputs \(they are poisoned before every launch\)\."),
+    (('dist = "uniform", low = -2.0, high = 2.0', 'dist = "integers", low = 0.5, high = 4'),
+     r"args.x.init.low integers needs whole-number bounds\."),
+    (("verify = [{ N = 1000 }, { N = 77 }]", "verify = [{ N = 1000 }, { N = 77 }]\n[timing]\nwarmup_ms = -1"),
+     r"timing.warmup_ms must be zero or positive\."),
+    (("verify = [{ N = 1000 }, { N = 77 }]", "verify = [{ N = 1000 }, { N = 77 }]\n[timing]\ntarget_ms = -0.5"),
+     r"timing.target_ms must be zero or positive\."),
+    (("timing = { N = 1048576 }", "timing = {}"), r"sizes.timing must be a non-empty table of named sizes, e.g. \{N = 4096\}\."),
 ])
 def test_user_errors_are_one_sentence_naming_the_field(tmp_path, edit, message):
     old, new = edit
