@@ -37,3 +37,14 @@ def test_a_refusals_quoted_code_is_cut_to_sixty_characters_on_one_line():
 def test_the_shared_arrays_are_the_shared_declarations_only():
     fn, _ = _entry_def(_tree(KERNEL), "k")
     assert _shared_arrays(fn) == {"tile": "float", "counts": "int", "flags": "int"}
+
+
+def test_the_parameters_are_the_named_ones_with_their_pointer_declarators():
+    """An unnamed parameter (a prototype's `float *`) or an array parameter is no name the rewrites
+    can use; a pointer's declarator is kept (the rewrites read its qualifiers), a value's is None."""
+    from optiml.edits.cutree import _fdecl, _params
+
+    src = "__global__ void k(const float *__restrict__ x, float **pp, int, float a[], int n) { }\n"
+    fn, _ = _entry_def(_tree(src), "k")
+    got = [(name, _t(ptr) if ptr is not None else None) for name, _, ptr, _ in _params(_fdecl(fn))]
+    assert got == [("x", "*__restrict__ x"), ("pp", "*pp"), ("n", None)]
