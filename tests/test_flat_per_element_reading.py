@@ -97,6 +97,23 @@ def test_the_start_point_loads_16_bytes_a_thread_and_at_most_8_elements(ctype, d
     assert (start["OPTIML_THREADS"], start["OPTIML_VEC"]) == (256, vec)
 
 
+def test_a_maps_start_takes_two_vectors_a_thread_once_the_timing_size_fills_4_blocks_an_sm_of_132():
+    """float32 (4 a vector, 1024 elements a block of 256): 2 vectors a thread from 132 SMs x 4 blocks
+    x 2 x 1024 elements on, 1 below; a reduction starts at 4 in flight over 1024 blocks."""
+    import dataclasses
+
+    spec = spec_of(arg("x", "input", ("n",)), arg("y", "output", ("n",)), sizes=("n",))
+    op, why = recognize_flat("__global__ void k(const float *x, float *y, int n) { int i = blockIdx.x * "
+                             "blockDim.x + threadIdx.x; if (i < n) y[i] = 2.0f * x[i]; }", "k", spec)
+    assert op is not None, why
+    t = next(t for t in FLAT_TEMPLATES if t.kind == "map")
+    edge = 132 * 4 * 2 * 1024
+    assert t.start_for(dataclasses.replace(op, n_timing=edge)) == {"OPTIML_THREADS": 256, "OPTIML_VEC": 4, "OPTIML_ITEMS": 2}
+    assert t.start_for(dataclasses.replace(op, n_timing=edge - 1))["OPTIML_ITEMS"] == 1
+    r = next(t for t in FLAT_TEMPLATES if t.kind == "reduce")
+    assert r.start_for(op) == {"OPTIML_THREADS": 256, "OPTIML_VEC": 4, "OPTIML_ITEMS": 4, "OPTIML_BLOCKS": 1024}
+
+
 @pytest.mark.parametrize("added,term", [
     ("0.5f * s", "(0.5f) * (optiml_e_x)"), ("s * 0.5f", "(optiml_e_x) * (0.5f)"), ("s / n", "(optiml_e_x) / (n)"),
     ("s", "optiml_e_x"), ("x[0] * s", None)])
