@@ -136,3 +136,14 @@ def test_a_maps_start_does_two_vectors_a_thread_from_four_blocks_an_sm_of_132_at
     edge = 132 * 4 * 2 * 256 * 4                       # float: 4 elements a vector, 256 threads a block
     assert template.start_for(dataclasses.replace(op, n_timing=edge))["OPTIML_ITEMS"] == 2
     assert template.start_for(dataclasses.replace(op, n_timing=edge - 1))["OPTIML_ITEMS"] == 1
+
+
+def test_a_jump_that_stays_in_a_loop_of_the_body_is_kept_and_a_return_from_one_is_refused():
+    """Inside the per-element program, a loop of its own may `continue` or `break` (the element's
+    work goes on); a `return` from inside that loop leaves the thread early: refused."""
+    loop = "if (i < n) {{ float s = 0.f; for (int k = 0; k < 4; ++k) {{ if (x[i] < k) {}; s += x[i] * k; }} y[i] = s; }}"
+    for jump in ("continue", "break"):
+        op, why = recognize_flat(ONE.format(loop.format(jump)), "k", N)
+        assert op is not None and f"{jump};" in op.body, (jump, why)
+    op, why = recognize_flat(ONE.format(loop.format("return")), "k", N)
+    assert op is None and "leaves early" in why
