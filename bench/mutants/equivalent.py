@@ -35,6 +35,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/edits/templates/rowwise.py", "// 5 <= 49152",
      "the two-blocks-an-SM estimate's divisor: every point of the spaces was checked to choose alike"),
     ("optiml/gpus.py", 'split(",", 2)', "no GPU name holds a comma"),
+    ("optiml/expr.py", "* 0.302 >= limit - 5",
+     "equal only where a bit length times 0.302 is a whole number of characters: at no limit a caller gives"),
     ("optiml/generate/answers.py", "max(n, 1)", "n is at least 1: generate refuses --strategies under 1 first"),
     ("optiml/runner/prepare.py", "(base_seed - 1000003 * n)", "another set of distinct seeds for the same cases"),
     ("optiml/runner/prepare.py", "randbelow(2**32)", "each case's seed is taken modulo 2**31: the same cases, and --seed reproduces them"),
