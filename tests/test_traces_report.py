@@ -287,3 +287,34 @@ def test_the_raw_node_lists_what_was_tried_from_it_without_a_new_candidate(tmp_p
         assert tried.splitlines() == ["  unroll the copy loop by 4: refused: refused: no loop with a constant trip count"]
         assert "Use launch bounds." in text.split("--- tried from this node")[0]
         assert "without a new candidate" not in format_node_raw(store, ids["bounded"])
+
+
+def test_export_errors_are_one_sentence_and_a_metric_named_like_a_column_keeps_both(traj, tmp_path, monkeypatch):
+    """An unknown format, a folder that is not there, and parquet without pyarrow (FAKE: to_parquet
+    raising ImportError) each say what to do; a metric whose name is a column's is kept as metric_NAME."""
+    from optiml.errors import UserError
+    from optiml.traces.export import export_text
+
+    store, ids = traj
+    with pytest.raises(UserError) as e:
+        export_run(store, ids["run"], tmp_path / "run.xlsx")
+    assert str(e.value) == "--format: unknown export format 'xlsx' (use one of csv, json, parquet)."
+    with pytest.raises(UserError) as e:
+        export_text(None, "xml")
+    assert str(e.value) == "--format: unknown export format 'xml' (use one of csv, json, parquet)."
+    with pytest.raises(UserError) as e:
+        export_run(store, ids["run"], tmp_path / "gone" / "run.csv")
+    assert str(e.value) == (f"{tmp_path / 'gone' / 'run.csv'}: cannot write the export (Cannot save file into a "
+                            f"non-existent directory: '{tmp_path / 'gone'}').")
+
+    def no_pyarrow(self, *a, **kw):
+        raise ImportError("Unable to find a usable engine")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", no_pyarrow)
+    with pytest.raises(UserError) as e:
+        export_run(store, ids["run"], tmp_path / "run.parquet")
+    assert str(e.value) == "--format parquet needs pyarrow: pip install pyarrow."
+    store.finish_node(ids["pending"], {"status": "ok", "median_ms": 0.8, "metrics": {"median_ms": 0.7, "spread": 3.0}})
+    df = to_dataframe(store, ids["run"]).set_index("node_id")
+    assert df.loc[ids["pending"], "median_ms"] == 0.8 and df.loc[ids["pending"], "metric_median_ms"] == 0.7
+    assert df.loc[ids["pending"], "metric_spread"] == 3.0

@@ -117,7 +117,7 @@ def export_run(store: TraceStore, run_id: int, path: str | Path, fmt: str | None
             except ImportError:
                 raise UserError("--format parquet needs pyarrow: pip install pyarrow.") from None
     except OSError as e:
-        raise UserError(f"{path}: cannot write the export ({e.strerror}).") from None
+        raise UserError(f"{path}: cannot write the export ({e.strerror or e}).") from None
     return df
 
 
