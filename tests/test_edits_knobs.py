@@ -159,6 +159,8 @@ def test_a_one_item_kernel_becomes_a_grid_stride_loop(tmp_path, src, entry):
     ("    if (i < n) atomicAdd(&y[blockIdx.x], x[i]);\n", "uses the thread's place in the grid"),
     ("    if (i < n) { unsigned m = __ballot_sync(0xffffffffu, x[i] > 0); y[i] = m; }\n", "works across a warp"),
     ("    if (i < n) y[i] = twice(x[i]);\n", "calls twice, whose body is not checked"),
+    ("    if (i < n) { for (int k = 0; k < 4; ++k) { if (x[i] > k) break; y[i] = k; } }\n", "breaks out of its flow"),
+    ("    if (i < n) { y[i] = x[i]; --i; }\n", "changes i"),
 ])
 def test_a_body_that_cannot_loop_is_not_coarsened(body, said):
     src = ("__device__ float twice(float v) { return 2 * v; }\n"
@@ -166,6 +168,17 @@ def test_a_body_that_cannot_loop_is_not_coarsened(body, said):
            + body + "}\n")
     ts, why = grid_stride(src, "k", (("cdiv(n, 256)",), (256,), 0))
     assert ts == [] and said in why
+
+
+def test_a_source_with_shared_memory_is_not_coarsened():
+    """Shared memory anywhere in the file (another kernel's here): the rewrite does not look into
+    whether this kernel shares it, and says so."""
+    src = ("__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    if (i < n) y[i] = x[i];\n}\n")
+    assert grid_stride(src, "k", (("cdiv(n, 256)",), (256,), 0))[0]
+    ts, why = grid_stride(src + "__global__ void u(float *z) { __shared__ float q[2]; q[0] = 1; z[0] = q[0]; }\n",
+                          "k", (("cdiv(n, 256)",), (256,), 0))
+    assert ts == [] and why.endswith("belongs to a kernel that uses shared memory")
 
 
 @pytest.mark.parametrize("src, launch", [
