@@ -140,6 +140,41 @@ def test_import_errors_are_one_sentence(tmp_path, cache, bad, said):
     assert not cache.exists()
 
 
+def test_a_file_that_is_no_calibration_is_one_sentence(tmp_path, cache):
+    """--import of a file that is missing, not JSON, empty, or not an object; a cache file damaged the
+    same ways: each a sentence saying what to do, nothing written."""
+    f = tmp_path / "elsewhere.json"
+    cases = [(None, f"--import {f}: cannot read it (No such file or directory)."),
+             ("{", f"--import {f}: not JSON (Expecting property name enclosed in double quotes at line 1)."),
+             ("[]", f"--import {f}: it holds no calibration."),
+             ('{"calibrations": []}', f"--import {f}: it holds no calibration."),
+             ("[3]", f"--import {f}: [0]: a calibration must be a JSON object, not int."),
+             (json.dumps(cal().to_dict() | {"figures": [1]}), f"--import {f}: 'figures' is missing or not an object.")]
+    for text, said in cases:
+        f.unlink(missing_ok=True)
+        if text is not None:
+            f.write_text(text)
+        with pytest.raises(CalibrationError) as e:
+            import_file(f)
+        assert str(e.value) == said
+    assert not cache.exists()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    for text, said in (("{", "the calibration cache is not JSON (Expecting property name enclosed in double quotes "
+                             "at line 1); delete it and run optiml calibrate again."),
+                       ("[]", "the calibration cache has no 'calibrations' list; delete it and run optiml calibrate again."),
+                       ('{"calibrations": 3}', "the calibration cache has no 'calibrations' list; delete it and run "
+                                               "optiml calibrate again.")):
+        cache.write_text(text)
+        with pytest.raises(CalibrationError) as e:
+            read_cache(cache)
+        assert str(e.value) == f"{cache}: {said}"
+    cache.unlink()
+    cache.mkdir()
+    with pytest.raises(CalibrationError) as e:
+        read_cache(cache)
+    assert str(e.value) == f"{cache}: cannot read the calibration cache (Is a directory)."
+
+
 def test_cli_import_then_show(tmp_path, cache):
     f = tmp_path / "elsewhere.json"
     f.write_text(json.dumps({"calibrations": [cal().to_dict()]}))
