@@ -262,3 +262,24 @@ def test_a_best_that_names_its_own_architecture_is_written_with_that_one_only(tm
         store.finish_node(two, {"status": "ok", "median_ms": 0.5, "build": {"arch": "sm_90"}})
     r = CliRunner().invoke(cli, ["best", str(run), "--print-flags", "--db", str(path)])
     assert r.exit_code == 0 and r.output.strip() == "-O3 -arch sm_90a", r.output
+
+
+def test_show_and_best_refuse_what_they_cannot_do_in_one_sentence(db, tmp_path):
+    """A node of another run, best with nowhere to write, a run with nothing verified, and a file
+    that cannot be written: each one sentence."""
+    path, ids = db
+    with TraceStore(path) as store:
+        other = store.start_run("vadd", kernel_source="// v\n")
+        seed = store.add_node(other, None, "// v\n", proposer="seed")
+    r = CliRunner().invoke(cli, ["show", str(other), "--node", str(ids["padded"]), "--db", str(path)])
+    assert_one_sentence_error(r, f"--node: node {ids['padded']} is not in run {other}.")
+    r = CliRunner().invoke(cli, ["show", str(ids["run"]), "--node", str(ids["padded"]), "--db", str(path)])
+    assert r.exit_code == 0
+    assert_one_sentence_error(CliRunner().invoke(cli, ["best", str(ids["run"]), "--db", str(path)]),
+                              "give -o FILE (or -o - for standard output) to write the best kernel, or --print-flags.")
+    assert_one_sentence_error(CliRunner().invoke(cli, ["best", str(other), "-o", "-", "--db", str(path)]),
+                              f"run {other} has no verified candidate yet, so there is no best kernel to write.")
+    assert seed
+    out = tmp_path / "missing" / "best.cu"
+    r = CliRunner().invoke(cli, ["best", str(ids["run"]), "-o", str(out), "--db", str(path)])
+    assert_one_sentence_error(r, f"{out}: cannot write the kernel (No such file or directory).")
