@@ -206,6 +206,26 @@ def test_report_data_of_an_unfinished_run(tmp_path):
     assert [p["best"] for p in data["points"]] == [1.0, 1.6, 1.6, 2.0]
 
 
+def test_report_data_of_a_run_whose_final_timing_failed_and_that_stopped_early(tmp_path):
+    """A final figure that is not ok is said as status and message (no speedup claimed); a search that
+    ran out of proposals keeps its sentence; a final ok figure carries its interval and edits."""
+    with TraceStore(tmp_path / "t.db") as store:
+        ids = make_trajectory(store)
+        store.set_run_result(ids["run"], {"status": "runtime_error", "message": "the final timing faulted",
+                                          "stopped": "the search stopped after 4 of 8 candidates"})
+        s = report_data(store, ids["run"])["summary"]
+        assert s["final"] is None and s["final_failed"] == "runtime_error: the final timing faulted"
+        assert s["stopped"] == "the search stopped after 4 of 8 candidates"
+        store.set_run_result(ids["run"], {"status": "wrong_output"})
+        s = report_data(store, ids["run"])["summary"]
+        assert s["final_failed"] == "wrong_output" and "stopped" not in s
+        store.set_run_result(ids["run"], {"status": "ok", "speedup": 2.0, "speedup_low": 1.9, "speedup_high": 2.1,
+                                          "seed_ms": 2.0, "best_ms": 1.0, "best_edits": ["pad"], "best_node": ids["bounded"]})
+        s = report_data(store, ids["run"])["summary"]
+        assert "final_failed" not in s and (s["final"]["speedup"], s["final"]["low"], s["final"]["high"]) == (2.0, 1.9, 2.1)
+        assert s["final"]["edits"] == ["pad"] and s["final"]["seed_ms"] == 2.0
+
+
 def test_report_errors_are_one_sentence(tmp_path):
     assert_one_sentence_error(CliRunner().invoke(main, ["report", "9", "--db", str(H100), "-o", str(tmp_path / "x.html")]),
                               "no run 9")
