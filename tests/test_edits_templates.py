@@ -666,3 +666,31 @@ def test_the_accumulator_changed_after_the_loop_is_part_of_the_epilogue():
     unfoldable = ACC_AFTER.replace("v += __half2float(b[col]);", "for (int j = 0; j < 2; j++) v += __half2float(b[j]);")
     g, why = recognize_gemm(unfoldable, "lin", ACC_AFTER_SPEC)
     assert g is None and why == "not a GEMM: v changes after the loop in statements optiml does not fold into one store"
+
+
+@pytest.mark.parametrize("change, spec, why", [
+    (("int i = 0; i < K", "int i = 1; i < K"), None, "not a GEMM: the loop over k does not start at 0"),
+    (("i < K; i++", "i <= K; i++"), None, "not a GEMM: the loop over k is not `k < K`"),
+    (("B[(size_t)i * N + c]", "A[(size_t)i * N + c]"), None, "not a GEMM: the product multiplies A by itself"),
+    (("C[(size_t)r * N + c] = acc;", "C[(size_t)r * N + c + 1] = acc;"), None,
+     "not a GEMM: the output index (size_t)r * N + c + 1 is not row * N + col"),
+    (("C[(size_t)r * N + c] = acc;", "C[(size_t)r * M + c] = acc;"), None,
+     "not a GEMM: the output index (size_t)r * M + c is not row * N + col"),
+    (("C[(size_t)r * N + c] = acc;", ""), None, "not a GEMM: no store of the accumulator after the loop"),
+    (("i < K; i++", "i < N; i++"), None, "not a GEMM: the loop runs to N, not to the spec's K"),
+    (None, spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("Z", "output", ("M", "N"))),
+     "not a GEMM: the operands are not the spec's arrays"),
+    (None, spec_of(arg("A", "input", ("M", "K", "K")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N"))),
+     "not a GEMM: the operands are not 2-D in the spec"),
+    (None, spec_of(arg("A", "input", ("M", "K"), "float16"), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N"))),
+     "not templated: inputs of float16 and float32 into float32 (templates take fp32, fp16 or bf16)"),
+    (None, spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N")),
+                   sizes=("N", "K")), "not a GEMM: the output's sizes are not kernel arguments"),
+])
+def test_a_matmul_it_does_not_take_says_which_part_it_could_not_read(change, spec, why):
+    """The sentence a user reads in `optiml show` for a kernel the GEMM templates do not take, one
+    change at a time from a matmul they do take (the plain loop over k, the spec's 2-D operands)."""
+    assert recognize_gemm(MATMUL, "mm", MATMUL_SPEC)[1] is None
+    source = MATMUL.replace(*change) if change else MATMUL
+    g, said = recognize_gemm(source, "mm", spec or MATMUL_SPEC)
+    assert g is None and said == why
