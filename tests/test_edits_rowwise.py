@@ -851,3 +851,35 @@ def test_the_grid_form_is_not_offered_for_a_program_that_can_return_early():
     early = dataclasses.replace(op, steps=op.steps[:-1] + steps[1:])
     names = [t.edit.split(" (")[0] for t in _row_offers(src, early, "sm_90", "program")[0]]
     assert names == ["template row_reduce", "template row_cluster"]
+
+
+_L2 = "        for (int j = 0; j < cols; j++) s += expf(x[r * cols + j] - m);\n"
+_L3 = "        for (int j = 0; j < cols; j++) y[r * cols + j] = expf(x[r * cols + j] - m) / s;\n"
+
+
+@pytest.mark.parametrize("old, new, why", [
+    ("        float s = 0.f;\n", "#if 1\n        float s = 0.f;\n#endif\n",
+     "not templated: a preprocessor line inside the kernel: #if 1 float s = 0.f; #endif"),
+    ("        float s = 0.f;\n", "        float s = 0.f;\n        int q = 0;\n        while (q < 2) q++;\n",
+     "not templated: a loop optiml's row templates do not model: while (q < 2) q++;"),
+    (_L3, "", "not row-wise: no loop over the row stores the output"),
+    (_L3, _L3 + _L3, "not templated: the output is written by more than one loop, or a reduction follows it"),
+    (_L2, _L2.replace("j++", "j += 2"), "not templated: a loop over the row by steps of j+=2"),
+    (_L2, _L2.replace("- m);", "- m) + x[r * cols + j + 1];"), "not templated: x[r * cols + j + 1] is not the row's element j"),
+    (_L3, _L3 + "        for (int j = 0; j < cols; j++) s += y[r * cols + j];\n",
+     "not templated: the output is read back in a loop over the row"),
+    (_L3, "        for (int j = 0; j < cols; j++) { s += x[r * cols + j]; y[r * cols + j] = s; }\n",
+     "not templated: s is read in its own loop, not only accumulated"),
+    (_L2, "        for (int j = 0; j < cols; j++) { s += expf(x[r * cols + j] - m); __syncthreads(); }\n",
+     "not templated: a loop over the row with barriers or shuffles"),
+    (_L2, _L2 + "        for (int j = 0; j < cols; j++) s += 1.0f;\n", "not templated: a loop over the row that does not read X"),
+    (_L2, "        int j = 0;\n        for (; j < cols; j++) s += expf(x[r * cols + j] - m);\n",
+     "not templated: a loop over the row without a start"),
+    (_L2, "#pragma unroll 4\n" + _L2, None),            # a pragma is kept out of the way
+])
+def test_a_row_kernel_it_does_not_take_says_which_part_it_could_not_read(old, new, why):
+    """The refusal a user reads for a thread-a-row softmax changed one part at a time."""
+    source = SEEDED.replace("SEED", "r * cols")
+    assert old in source
+    op, said = recognize_rowwise(source.replace(old, new), "k", ROWS)
+    assert said == why and (op is None) == (why is not None)
