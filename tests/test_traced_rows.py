@@ -177,6 +177,12 @@ def test_operations_read_from_the_reference_compute_it(tmp_path, forward, arrays
     ("return (t['x'].sum(2) - 1).clamp_min(0).mean()", "reduces the rows' results again"),
     ("return torch.cumsum(t['x'], 1)", "cumsum is not read"),
     ("return t['x'] * torch.randn(t['x'].shape[-1])", "a tensor the reference made"),
+    ("return t['x'], t['x']", "the reference returns more than one output"),
+    ("t['x'].add_(1.0)\nreturn t['x'] * 2", "the reference's add_ is not translated"),
+    ("return torch.div(t['x'], 2.0, rounding_mode='floor')", "the reference divides with rounding"),
+    ("return (t['x'] > 0).float().sum(2, keepdim=True) * t['x']", "a reduction of a comparison"),
+    ("return torch.sort(t['x'], dim=2).values", "the reference's sort is not read as a row-wise or elementwise operation"),
+    ("return t['x'] * t['x'].sum(1, keepdim=True).flip(0)", "the reference's flip is not translated"),
 ])
 def test_what_the_reference_reading_refuses_it_says(tmp_path, forward, why):
     arrays = [("x", "input", ["B", "C", "D"]), ("y", "output", ["B", "C", "D"])]
@@ -184,6 +190,27 @@ def test_what_the_reference_reading_refuses_it_says(tmp_path, forward, why):
                           "const float* x, float* y, int B, int C, int D", {"B": 4, "C": 5, "D": 6})
     op, got = read_reference(src, spec.entry, spec)
     assert op is None and why in got and got.startswith("not templated:"), got
+
+
+@pytest.mark.parametrize("forward, template", [
+    ("x = t['x']\nreturn torch.atan2(x, x + 1) + torch.fmod(x, 0.5) + torch.clamp(x, min=-0.5, max=0.5) + "
+     "torch.clamp_max(x, 0.1) + torch.logical_and(x > 0, x < 1).float()", "elementwise"),
+    ("x = t['x']\nv, m = torch.var_mean(x, dim=2, keepdim=True)\nreturn (x - m) * v + x * torch.norm(x, p=1, dim=2, "
+     "keepdim=True) + torch.norm(x, p=float('inf'), dim=2, keepdim=True) - torch.norm(x, p=3, dim=2, keepdim=True)",
+     "row_reduce"),
+], ids=["atan2_fmod_clamps_logical_and", "var_mean_and_p_norms"])
+def test_more_operations_read_from_the_reference_compute_it(tmp_path, forward, template):
+    """Binary functions, both clamps and a logical and in one elementwise chain; var_mean and the
+    1-, infinity- and 3-norms over a row in one row program: each as the reference computes it."""
+    arrays = [("x", "input", ["B", "C", "D"]), ("y", "output", ["B", "C", "D"])]
+    sizes = {"B": 2, "C": 3, "D": 37}
+    src, spec = _spec_for(tmp_path, forward, arrays, ["B", "C", "D"], sizes,
+                          "const float* x, float* y, int B, int C, int D", {"B": 3, "C": 4, "D": 29})
+    op, why = read_reference(src, spec.entry, spec)
+    assert op is not None, why
+    text, t = _instantiate(src, op, None)
+    assert t.name == template
+    _against_reference(tmp_path, spec, text, sizes, "start", offsets=(0,))
 
 
 def test_a_loss_over_rows_is_refused_with_the_op_it_stops_at():
