@@ -72,6 +72,17 @@ def test_b_stored_k_by_n_reads_as_such(tmp_path):
     ("return F.linear(F.linear(x, w, bias), torch.ones(5, 5)) + r\n", "multiplies matrices more than once"),
     ("return F.linear(x * 2, w, bias) + r\n", "operands are not two of the kernel's arrays"),
     ("return torch.where(F.linear(x, w, bias) > 0, r, -r)\n", "the reference's gt gives torch.bool"),
+    ("return torch.addmm(bias, x, w.t(), beta=0.5) + r\n", "the reference's addmm scales its terms"),
+    ("return torch.div(F.linear(x, w, bias), 2.0, rounding_mode='floor') + r\n",
+     "after the matrix product the reference divides with rounding"),
+    ("return torch.cumsum(F.linear(x, w, bias), 1) + r\n", "the reference's cumsum reduces along rows or columns"),
+    ("return F.linear(x, w, bias).clamp(min=r)\n", "after the matrix product the reference's clamp takes a tensor"),
+    ("return F.linear(x, w, bias), r\n", "the reference returns more than one output"),
+    ("return torch.bmm(x.unsqueeze(0), w.t().unsqueeze(0))[0] + r\n",
+     "the reference's matrix product is aten.bmm, which the GEMM templates do not take yet"),
+    ("return F.linear(x, w, bias) + r * torch.randn(1)\n",
+     "an operand of the chain is a tensor the reference made, not a kernel array"),
+    ("return F.linear(x, w, bias).flip(1) + r\n", "after the matrix product the reference's flip is not translated into an epilogue"),
 ])
 def test_what_the_reference_does_past_a_gemm_chain_is_said(tmp_path, forward, said):
     src, spec = _spec(tmp_path, forward)
@@ -123,6 +134,14 @@ OPS = [
     ("hardsigmoid", torch.nn.functional.hardsigmoid, {}), ("hardswish", torch.nn.functional.hardswish, {}),
     ("exp", torch.exp, {}), ("abs", torch.abs, {}), ("neg", torch.neg, {}), ("erf", torch.erf, {}),
     ("square", torch.square, {}), ("pow", lambda t: torch.pow(t, 3.0), "3.0"),
+    ("log", torch.log, {}), ("log1p", torch.log1p, {}), ("sqrt", torch.sqrt, {}),
+    ("reciprocal", torch.reciprocal, {}), ("sigmoid", torch.sigmoid, {}),
+    ("clamp_min", lambda t: torch.clamp_min(t, -0.75), "-0.75"), ("clamp_max", lambda t: torch.clamp_max(t, 0.5), "0.5"),
+    ("clamp", lambda t: torch.clamp(t, -2.0, float("inf")), {"min": -2.0, "max": float("inf")}),
+    ("clamp", lambda t: torch.clamp(t, float("-inf"), 1.0), {"min": float("-inf"), "max": 1.0}),
+    ("hardtanh", torch.nn.functional.hardtanh, {}),
+    ("pow", lambda t: torch.pow(t, 2.0), "2.0"), ("pow", lambda t: torch.pow(t, 1.0), "1.0"),
+    ("elu", lambda t: torch.nn.functional.selu(t), {"alpha": 1.6732632423543772, "scale": 1.0507009873554805}),
 ]
 
 
