@@ -149,3 +149,32 @@ def test_when_only_workers_of_another_model_are_left_the_job_is_worker_lost_in_o
     assert result.status == Status.WORKER_LOST
     assert result.message == "no GPU worker with a NVIDIA H100 is left in the dask cluster."
     assert board.ran == [] and runs(board) == [(None, "tcp://w2")]      # asked once, never again
+
+
+def test_a_job_whose_files_cannot_be_read_is_not_sent_and_says_which_file(tmp_path):
+    """The cubin a job names is gone (a cache cleaned under the run, say): the GPU job is a
+    harness_error, each profile of the batch an error, the sanitizer's verdict not_sanitized, each
+    naming the file; nothing is sent to the cluster."""
+    from types import SimpleNamespace
+
+    from optiml.cluster import ClusterProfiler, ClusterSanitizer
+    from optiml.profiler.types import ProfileStatus
+
+    def no_call(*a, **kw):
+        raise AssertionError("sent to the cluster")
+
+    gpus = SimpleNamespace(timeout_s=30.0, call=no_call)
+    kernel, spec_file = write(tmp_path, SPEC, KERNEL)
+    spec = load_spec(spec_file, kernel)
+    gone = tmp_path / "gone.cubin"
+    job = HarnessJob(spec=spec, candidate=KernelBinary(str(gone), "scale", (Launch((8, 1, 1), (128, 1, 1), 0),) * 3,
+                                                       {"BLOCK": 128}), reference=None, cases=(Case(1, 1),))
+    r = ClusterHarness(gpus).run(job)
+    assert r.status == Status.HARNESS_ERROR
+    assert r.message == f"could not read {gone} to send it to the dask cluster (No such file or directory)."
+    done = []
+    profiles = ClusterProfiler(gpus).profile_batch([job, job], on_gpu_done=lambda: done.append(1))
+    assert [p.status for p in profiles] == [ProfileStatus.ERROR] * 2 and done == [1]
+    assert profiles[0].message == f"could not read {gone} to send it to the dask cluster (No such file or directory)"
+    s = ClusterSanitizer(gpus).sanitize(job)
+    assert (s.status, s.message) == ("not_sanitized", f"could not read {gone} to send it to the dask cluster")

@@ -156,3 +156,31 @@ def test_each_exchange_is_stored_once_even_after_its_dict_is_freed():
     assert rows == list(range(1, 501)) and store.n == 500
     x = {"prompt": "kept"}
     assert obs._exchange(None, "llm", x) == obs._exchange(None, "llm", x) == 501     # the same dict: once
+
+
+def test_a_tee_tells_each_observer_in_order_and_a_withdrawal_only_those_that_listen_for_it():
+    """The store's observer and a progress printer as one: every event reaches each in the order
+    given; a withdrawal reaches those with on_node_withdrawn (an older observer without it is left out)."""
+    from optiml.app.records import Tee
+
+    heard = []
+
+    class Old:
+        def __init__(self, name):
+            self.name = name
+
+        def __getattr__(self, event):
+            if not event.startswith("on_node_") or event == "on_node_withdrawn":
+                raise AttributeError(event)
+            return lambda node: heard.append((self.name, event, node))
+
+    class New(Old):
+        def on_node_withdrawn(self, node):
+            heard.append((self.name, "on_node_withdrawn", node))
+
+    tee = Tee(New("a"), None, Old("b"))
+    for event in ("on_node_added", "on_node_started", "on_node_evaluated", "on_node_withdrawn", "on_node_amended"):
+        getattr(tee, event)(7)
+    assert heard == [("a", "on_node_added", 7), ("b", "on_node_added", 7), ("a", "on_node_started", 7),
+                     ("b", "on_node_started", 7), ("a", "on_node_evaluated", 7), ("b", "on_node_evaluated", 7),
+                     ("a", "on_node_withdrawn", 7), ("a", "on_node_amended", 7), ("b", "on_node_amended", 7)]

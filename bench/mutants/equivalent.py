@@ -35,6 +35,7 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/edits/templates/rowwise.py", "// 5 <= 49152",
      "the two-blocks-an-SM estimate's divisor: every point of the spaces was checked to choose alike"),
     ("optiml/gpus.py", 'split(",", 2)', "no GPU name holds a comma"),
+    ("optiml/app/optimize.py", "most_common(2)[0]", "the first of the two commonest is the commonest"),
     ("optiml/expr.py", "* 0.302 >= limit - 5",
      "equal only where a bit length times 0.302 is a whole number of characters: at no limit a caller gives"),
     ("optiml/generate/answers.py", "max(n, 1)", "n is at least 1: generate refuses --strategies under 1 first"),
