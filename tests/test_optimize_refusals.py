@@ -64,3 +64,33 @@ def test_a_best_kernel_it_cannot_write_stays_in_the_database(tmp_path, fake_gpu)
     with TraceStore(tmp_path / "t.db", create=False) as store:
         [run] = store.runs()
         assert run["status"] == "done" and isinstance(store.run(run["id"])["result"]["best_node"], int)
+
+
+def test_the_stop_sentence_counts_the_failed_candidates_and_names_the_commonest_refusal():
+    """A search that ran out of proposals (a FAKE search: its nodes and what was tried from them):
+    the candidates and how many failed, the refused rewrites and the commonest reason with its count,
+    and what would go further (the LLM only when the rules proposed)."""
+    from types import SimpleNamespace
+
+    from optiml.app.optimize import stop_sentence
+    from optiml.edits.types import Attempt
+    from optiml.status import Status
+
+    refused = lambda why: Attempt("a rewrite", Status.REFUSED, why)               # noqa: E731
+    root = SimpleNamespace(parent=None, status=Status.OK, tried=[refused("not cached: x is written between the loops"),
+                                                                   Attempt("BLOCK 128 -> 256", Status.WRONG_OUTPUT, "")])
+    kids = [SimpleNamespace(parent=root, status=s, tried=t) for s, t in (
+        (Status.OK, [refused("not chunked: no halving loop"), refused("not cached: y holds int")]),
+        (Status.WRONG_OUTPUT, []), (Status.COMPILE_ERROR, [refused("not cached: the loops' step 2 is not known")]))]
+    search = SimpleNamespace(stopped="exhausted", evaluations=3, nodes=[root, *kids])
+    assert stop_sentence(search, 10, "rules") == (
+        "the search stopped after 3 of 10 candidates: nothing was left to propose, every proposal at every node was "
+        "tried (3 candidates, 2 of them failed; 4 rewrites refused, most often: not cached (3x)); to go further: "
+        "--proposer llm or mixed (an OpenAI-compatible server), or a [tune] table in the spec (the kernel's tunables "
+        "and their values), or a hand-written --seed-kernel.")
+    one = SimpleNamespace(stopped="exhausted", evaluations=1, nodes=[SimpleNamespace(parent=None, status=Status.OK,
+                                                                                     tried=[refused("not chunked: x")])])
+    assert "1 rewrites refused, most often: not chunked)" in stop_sentence(one, 10, "llm")
+    assert "--proposer llm" not in stop_sentence(one, 10, "llm")
+    assert stop_sentence(SimpleNamespace(stopped="budget", evaluations=3, nodes=[root]), 10, "rules") is None
+    assert stop_sentence(SimpleNamespace(stopped="exhausted", evaluations=10, nodes=[root]), 10, "rules") is None
