@@ -28,6 +28,8 @@ FAKE = textwrap.dedent(f"""\
     assert a[-4:-1] == ["-m", "optiml.verify.worker", "--sanitize"], a
     job = pickle.load(open(os.path.join(a[-1], "job.pkl"), "rb"))
     assert job.time_it is False
+    if os.environ.get("FAKE_CASE") == "hang":
+        import time; time.sleep(60)
     if os.environ.get("FAKE_CASE") == "broken":
         print("========= COMPUTE-SANITIZER"); print("========= Error: Target application failed to start"); sys.exit(1)
     text = open(os.path.join({str(DATA / 'sanitizer')!r}, tool + "-" + os.environ["FAKE_CASE"] + ".txt")).read()
@@ -63,6 +65,17 @@ def test_the_verdict_is_the_first_report_in_tool_order(tmp_path, fake_sanitizer,
     assert r.status == status and r.tools == tools and words in r.message, r
     if status == "unsafe":
         assert r.finding is not None and r.message == r.finding.sentence() and "Host Frame" not in r.message
+
+
+def test_a_tool_that_does_not_finish_in_time_is_not_sanitized_and_its_process_is_ended(tmp_path, fake_sanitizer,
+                                                                                        monkeypatch):
+    import time
+
+    monkeypatch.setenv("FAKE_CASE", "hang")
+    t0 = time.monotonic()
+    r = Sanitizer(exe=fake_sanitizer, timeout_s=1.5).sanitize(job(tmp_path))
+    assert (r.status, r.message, r.tools) == ("not_sanitized", "memcheck did not finish within 1.5 s", ())
+    assert time.monotonic() - t0 < 30                      # killed at its deadline, not waited for
 
 
 def test_no_compute_sanitizer_is_a_status_not_a_crash(tmp_path, monkeypatch):
