@@ -119,3 +119,20 @@ def test_a_launch_right_only_at_small_sizes_is_caught_at_the_medium_sizes_when_t
     assert trial.confirmed(SCALARS, Launch(("2",), ("32",))) == "y differ from the task's (at larger sizes)"
     assert asked == [None, (97, 193, 289, 385)]
     assert trial.confirmed(SCALARS, Launch(("cdiv(N, 32)",), ("32",))) == ""
+
+
+class FakeDifferenceHost(FakeScaleHost):
+    """A fake emulation of ``y[i] = (a - b) * x[i]`` over ``i < n``: only a and b changed together
+    can give the task's 0.5."""
+
+    def run(self, grid, block, shared, values, timeout_s=20.0, sanitize=False):
+        return super().run(grid, block, shared, {**values, "a": values["a"] - values["b"]}, timeout_s, sanitize)
+
+
+def test_two_scalars_that_are_right_only_together_are_found_by_changing_them_as_a_pair():
+    """From a = 1, b = 0 (a - b = 1), a = 2 alone gives 2 and b = 1.5 alone gives -0.5: no single
+    change gets more elements right, so the search changes the two together and finds a = 2, b = 1.5."""
+    trial = Trial(FakeDifferenceHost(), [_case(300), _case(200)], {})
+    out = trial.search({"n": ["N"], "a": [1.0, 2.0], "b": [0.0, 1.5]}, [Launch(("cdiv(N, 32)",), ("32",))])
+    assert out.verified and not out.drafted_ok
+    assert (out.scalars["a"], out.scalars["b"]) == (2.0, 1.5)
