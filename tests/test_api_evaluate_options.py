@@ -6,9 +6,9 @@ sent to (GPU 0 unless ``device=`` says otherwise), and ``sanitize=True`` running
 import pytest
 
 import optiml
+from tests.conftest import RUNNER_DEADLINE
 from tests.test_api import VADD, VADD_TASK, FakeEvalWorker, fake_eval_gpu, vadd_args  # noqa: F401 (a fixture)
 from tests.test_optimize_fakes import FakeSanitizer
-from tests.conftest import RUNNER_DEADLINE
 
 pytestmark = RUNNER_DEADLINE
 

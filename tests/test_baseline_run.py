@@ -11,11 +11,11 @@ from optiml.app.optimize import time_baseline
 from optiml.build import NvccBuilder
 from optiml.runner import Candidate, Evaluation, Preparer, Runner, standard_stages
 from optiml.verify.harness import Case, FunctionRef, HarnessJob, HarnessResult, KernelBinary
+from tests.conftest import RUNNER_DEADLINE
 from tests.fakes import FakeHarness
 from tests.test_final_choice import FakeGpu
 from tests.test_runner import timing
 from tests.test_spec import KERNEL, SPEC, load
-from tests.conftest import RUNNER_DEADLINE
 
 pytestmark = RUNNER_DEADLINE
 

@@ -14,10 +14,10 @@ from optiml.cli import main
 from optiml.traces.store import TraceStore
 from optiml.verify.harness import HarnessResult, TimingResult
 from optiml.verify.sanitizer import SanitizeResult
+from tests.conftest import RUNNER_DEADLINE
 from tests.fakes import FakeHarness, fake_gpu_machine
 
 from .chat_server import chat_server  # noqa: F401
-from tests.conftest import RUNNER_DEADLINE
 
 pytestmark = RUNNER_DEADLINE
 

@@ -10,12 +10,12 @@ import pytest
 
 from optiml.app.generate import GenerateOptions, run_generate
 from optiml.traces.store import TraceStore
+from tests.conftest import RUNNER_DEADLINE
 from tests.fakes import fake_gpu_machine
 from tests.test_generate import FakeBlockWorker, answer, kernel, spec_file
 from tests.test_optimize_fakes import FakeSanitizer
 
 from .chat_server import chat_server  # noqa: F401
-from tests.conftest import RUNNER_DEADLINE
 
 pytestmark = RUNNER_DEADLINE
 

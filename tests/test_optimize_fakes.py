@@ -9,9 +9,9 @@ from optiml.app.optimize import OptimizeOptions, run_optimize
 from optiml.traces.store import TraceStore
 from optiml.verify.harness import HarnessResult, TimingResult
 from optiml.verify.sanitizer import SanitizeResult
+from tests.conftest import RUNNER_DEADLINE
 from tests.fakes import FakeHarness, fake_gpu_machine
 from tests.test_spec import KERNEL, SPEC, write
-from tests.conftest import RUNNER_DEADLINE
 
 pytestmark = RUNNER_DEADLINE
 

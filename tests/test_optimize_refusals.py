@@ -8,10 +8,10 @@ from optiml.app.optimize import OptimizeOptions, run_optimize
 from optiml.errors import UserError
 from optiml.traces.store import TraceStore
 from optiml.verify.harness import HarnessResult
-from tests.fakes import FakeHarness, fake_gpu_machine
-from tests.test_optimize_fakes import FakeBlockWorker, FakeSanitizer, fake_gpu  # noqa: F401 (a fixture)
-from tests.test_spec import KERNEL, SPEC, write
 from tests.conftest import RUNNER_DEADLINE
+from tests.fakes import FakeHarness, fake_gpu_machine
+from tests.test_optimize_fakes import FakeSanitizer, fake_gpu  # noqa: F401 (a fixture)
+from tests.test_spec import KERNEL, SPEC, write
 
 pytestmark = RUNNER_DEADLINE
 

@@ -12,9 +12,9 @@ from optiml.runner.runner import BATCH_WAIT_S
 from optiml.runner.stages import Item
 from optiml.profiler.types import ProfileResult, ProfileStatus
 from optiml.verify.harness import HarnessResult, TimingResult
+from tests.conftest import RUNNER_DEADLINE
 from tests.fakes import FakeHarness
 from tests.test_spec import KERNEL, load
-from tests.conftest import RUNNER_DEADLINE
 
 pytestmark = RUNNER_DEADLINE
 
