@@ -333,3 +333,21 @@ def test_a_root_found_unsafe_is_never_the_best():
                          sanitize={"status": "unsafe", "message": "racecheck: a hazard"}))
     assert m.root.status == "ok" and m.root.unsafe
     assert m.best() is not m.root and m.best() is fastest
+
+
+def test_records_that_cannot_be_a_tree_and_amending_an_unfinished_node_are_refused():
+    """Resuming needs one root among the records (and some records); a node still pending or
+    running has no result to amend."""
+    rec = RecordingObserver()
+    search(3, observer=rec)
+    records = rec.records
+    roots = [r for r in records if r.get("parent") is None and r.get("id") is not None]
+    assert len(roots) == 1
+    second_root = dict(roots[0], id=max(r["id"] for r in records if r.get("id") is not None) + 1)
+    with pytest.raises(ValueError, match=r"has no parent but the tree already has a root"):
+        MCTS.from_records(records + [second_root], ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=5))
+    with pytest.raises(ValueError, match=r"^no node records to resume from$"):
+        MCTS.from_records([], ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=5))
+    m = MCTS(ROOT, ReplayEvaluator(), ScriptedProposer(), config=SearchConfig(budget=5))
+    with pytest.raises(ValueError, match=r"is not finished: there is nothing to amend"):
+        m.amend(m.root, {"status": "ok", "median_ms": 1.0})
