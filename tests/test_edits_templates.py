@@ -694,3 +694,13 @@ def test_a_matmul_it_does_not_take_says_which_part_it_could_not_read(change, spe
     source = MATMUL.replace(*change) if change else MATMUL
     g, said = recognize_gemm(source, "mm", spec or MATMUL_SPEC)
     assert g is None and said == why
+
+
+def test_an_output_index_in_parentheses_is_read_as_written_without_them():
+    """``C[((size_t)r * N + c)]``: the parentheses around the whole index change nothing."""
+    from optiml.edits.templates import _terms
+
+    assert _terms("((size_t)r * N + c)") == ["r*N", "c"] and _terms("(r * N)") == ["r*N"]
+    g, why = recognize_gemm(MATMUL.replace("C[(size_t)r * N + c] = acc;", "C[((size_t)r * N + c)] = acc;"), "mm",
+                            MATMUL_SPEC)
+    assert why is None and g is not None
