@@ -147,3 +147,15 @@ def test_a_jump_that_stays_in_a_loop_of_the_body_is_kept_and_a_return_from_one_i
         assert op is not None and f"{jump};" in op.body, (jump, why)
     op, why = recognize_flat(ONE.format(loop.format("return")), "k", N)
     assert op is None and "leaves early" in why
+
+
+@pytest.mark.timeout(30)             # the helpers' closure is a loop: a bug there hangs rather than fails
+def test_a_helper_that_calls_a_cooperating_helper_is_refused_naming_it():
+    """``f`` calls ``g``, which synchronises the block; the kernel calls only ``f``: refused, saying
+    it calls f (through a macro too)."""
+    helpers = ("__device__ float g(float v) { __syncthreads(); return v; }\n"
+               "__device__ float f(float v) { return g(v) + 1.0f; }\n")
+    op, why = recognize_flat(helpers + ONE.format("if (i < n) y[i] = f(x[i]);"), "k", N)
+    assert op is None and why is not None and "calls f" in why, why
+    op, why = recognize_flat(helpers + "#define F(v) f(v)\n" + ONE.format("if (i < n) y[i] = F(x[i]);"), "k", N)
+    assert op is None and why is not None and "F" in why, why
