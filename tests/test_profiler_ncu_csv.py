@@ -161,6 +161,27 @@ def test_other_error_lines_are_detected():
     assert classify_ncu_failure("==WARNING== No kernels were profiled.\n")[0] is ProfileStatus.ERROR
 
 
+def test_an_error_is_said_once_with_the_count_of_the_others():
+    one = classify_ncu_failure("==PROF== Connected\n==ERROR== Failed to prepare kernel for profiling.\n")
+    assert one == (ProfileStatus.ERROR, "ncu reported an error: Failed to prepare kernel for profiling.")
+    three = classify_ncu_failure("==ERROR== first problem\n==ERROR== second\nok\n==ERROR== third\n")
+    assert three == (ProfileStatus.ERROR, "ncu reported an error: first problem (and 2 more error line(s)).")
+
+
+def test_the_launch_names_and_shapes_stay_text_and_the_id_a_number():
+    """Kernel Name, Block Size and Grid Size are kept as ncu wrote them among the values (a name that
+    looks like a number stays a name); a table without them parses, and has none of them."""
+    text = (
+        '"ID","Kernel Name","Block Size","Grid Size","gpu__time_duration.sum"\n'
+        '"0","1000","(32, 1, 1)","(4, 1, 1)","2,000"\n'
+    )
+    [launch] = parse_raw_csv(text).launches
+    assert launch.values["Kernel Name"] == "1000" and launch.values["Block Size"] == "(32, 1, 1)"
+    assert launch.values["Grid Size"] == "(4, 1, 1)" and launch.values["gpu__time_duration.sum"] == 2000.0
+    [bare] = parse_raw_csv('"ID","Kernel Name","gpu__time_duration.sum"\n"0","k","5"\n').launches
+    assert bare.values == {"ID": 0.0, "Kernel Name": "k", "gpu__time_duration.sum": 5.0}
+
+
 @pytest.mark.parametrize("name", sorted(RAW_FIXTURES) + ["h100_sgemm_details_page.csv"])
 def test_good_output_is_not_an_error(name):
     assert detect_ncu_error(read(name)) is None
