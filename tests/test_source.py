@@ -81,3 +81,18 @@ def test_kernel_attributes_the_grammar_lacks_leave_the_kernel_and_its_offsets_wh
     body = next(n for n in root.children if n.type == "function_definition").child_by_field_name("body")
     assert src.encode()[body.start_byte:body.end_byte].decode().startswith("{ int i = blockIdx.x")
     assert index_facts(src, "a") is not None
+
+
+def test_a_template_entrys_value_is_its_explicit_instantiation_not_a_host_side_use():
+    """``template __global__ void k<16>(float*);`` gives TILE its value; host code naming ``k<64>``
+    (a function pointer) or ``k<128>`` is not the kernel's instantiation and is left alone."""
+    from optiml.source import parse_tree, template_sites
+
+    src = ("template <int TILE>\n__global__ void k(float* x) { x[threadIdx.x] *= TILE; }\n"
+           "template __global__ void k<16>(float*);\n"
+           "static void (*other)(float*) = k<64>;\n"
+           "void host(float* x) { auto f = k<128>; }\n")
+    sites = template_sites(parse_tree(src).root_node, "k")
+    assert {name: [(s.value, s.kind) for s in v] for name, v in sites.items()} == {"TILE": [(16, "template")]}
+    [site] = sites["TILE"]
+    assert src[site.start:site.end] == "16"

@@ -312,3 +312,13 @@ def test_the_summary_for_a_proposer_names_the_reference(tmp_path):
     assert "reference: a Python reference implementation" in dataclasses.replace(spec, reference=Reference("python")).summary()
     assert "reference: a Python reference on torch GPU arrays" in \
         dataclasses.replace(spec, reference=Reference("torch")).summary()
+
+
+def test_a_name_in_a_message_is_as_written_up_to_60_printable_characters():
+    """A spec name shown in a one-line message: as written when printable and at most 60 characters,
+    else quoted and cut (a newline or a 61-character name cannot break or flood the line)."""
+    from optiml.spec.model import _name
+
+    assert _name("x" * 60) == "x" * 60
+    assert _name("x" * 61) != "x" * 61 and len(_name("x" * 61)) <= 60
+    assert _name("a\nb") == "'a\\nb'" and _name(3) == "3"

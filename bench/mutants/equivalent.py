@@ -49,6 +49,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/traces/html/render.py", "mtime=1", "a fixed gzip header time either way: the page is as reproducible"),
     ("optiml/traces/html/specs.py", '"height": 261', "a chart's height by one pixel: layout only"),
     ("optiml/traces/html/specs.py", '"height": 401', "a chart's height by one pixel: layout only"),
+    ("optiml/traces/html/specs.py", '"gradientLength": 161', "a legend's length by one pixel: layout only"),
+    ("optiml/verify/device_case.py", "_itemsize(dtype), 2))", "the bytes given an empty array (never read): 2 for 1"),
     ("optiml/traces/html/specs.py", '"tickMinStep": 2', "the least step between an axis's ticks: layout only"),
     ("optiml/verify/profiled.py", '"jobs.pkl", ppid):\n            return 1',
      "the exit code of a child told to quit before its jobs: nothing reads it"),
