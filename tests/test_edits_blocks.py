@@ -128,3 +128,13 @@ def test_fallback_title_is_the_first_changed_line():
     edits = parse_answer(block("int a = 1;\nint b = 2;", "int a = 1;\nint b = " + "9" * 200 + ";")).edits
     t = fallback_title(edits)
     assert t.startswith("llm: int b = 999") and len(t) == len("llm: ") + 80
+
+
+def test_an_edit_that_matches_nothing_quotes_its_first_line_cut_to_60_characters():
+    """The error a model reads back quotes the search block's first non-blank line, whole up to 60
+    characters, else its first 57 and an ellipsis (60 in all)."""
+    src = "int a = 1;\n"
+    for first, quoted in (("x" * 60, "x" * 60), ("y" * 61, "y" * 57 + "..."), ("  \n  z = 1;  ", "z = 1;")):
+        r = apply_edit(src, Edit(search=first + "\nmore", replace="int b;", index=1))
+        assert r.error == (f"SEARCH block 1 (starting '{quoted}') matches nothing in the source; copy its lines "
+                           f"exactly from the current source")

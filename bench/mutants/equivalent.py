@@ -75,7 +75,6 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/traces/html/specs.py", '"right": 21', "a chart's padding by one pixel: layout only"),
     ("optiml/traces/html/specs.py", '"left": 41', "a chart's padding by one pixel: layout only"),
     ("optiml/traces/html/specs.py", '"bottom": 11', "a chart's padding by one pixel: layout only"),
-    ("optiml/traces/html/specs.py", '"gradientLength": 161', "a legend's length by one pixel: layout only"),
     ("optiml/traces/html/specs.py", '"value": 37}', "a point's area by one square pixel: layout only"),
     ("optiml/traces/html/specs.py", '"value": 221}', "a point's area by one square pixel: layout only"),
     ("optiml/traces/html/specs.py", '"value": -2}', "the selection's empty value: no node is -1 or -2"),
