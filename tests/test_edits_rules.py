@@ -46,6 +46,19 @@ def test_padding_the_tiled_sgemm(builder):
     assert builder.build(t.source, ("-O3",)).ok
 
 
+def test_padding_takes_two_dimensional_four_byte_shared_arrays_only():
+    """A 2-D float tile read down its columns is padded; a 3-D one, a 1-D one and a 2-byte one are not
+    (the one-extra-column layout is the 2-D, 4-byte case's)."""
+    src3 = ("__global__ void k(float *o) {\n    __shared__ float s[4][32][32];\n    int tx = threadIdx.x, ty = threadIdx.y;\n"
+            "    s[0][ty][tx] = o[tx];\n    __syncthreads();\n    o[tx] = s[0][tx][ty];\n}\n")
+    src2 = src3.replace("s[4][32][32]", "t[32][32]").replace("s[0][ty][tx]", "t[ty][tx]").replace("s[0][tx][ty]", "t[tx][ty]")
+    assert [t.edit for t in pad_shared(src2)] == ["pad t[32][32] -> t[32][32 + 1]"]
+    assert pad_shared(src3) == []
+    assert pad_shared(src2.replace("__shared__ float t[32][32]", "__shared__ float t[1024]")
+                      .replace("t[ty][tx]", "t[ty * 32 + tx]").replace("t[tx][ty]", "t[tx * 32 + ty]")) == []
+    assert pad_shared(src2.replace("__shared__ float t", "__shared__ short t")) == []
+
+
 def node(name, **kw):
     return NodeView(source=src(name), entry=name, **kw)
 
