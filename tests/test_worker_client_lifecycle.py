@@ -131,3 +131,16 @@ def test_a_worker_without_an_interpreter_runs_this_one():
         assert h.python == sys.executable
     finally:
         h.close()
+
+
+def test_a_result_keeps_the_stage_the_child_named_else_the_last_stage_it_reached(tmp_path, job):
+    """The child notes each stage it enters in stage.txt; a result without a stage of its own (a
+    timeout, a crash) is given that last one, and one that names its stage keeps it."""
+    per_job = ('echo "timing" > "$dir/stage.txt"; if [ "$n" = 2 ]; then '
+               'echo \'{"status": "wrong_output", "message": "m", "stage": "verify"}\' > "$dir/result-$n.json"; '
+               'echo "done $n" >&"$fd"; continue; fi')
+    child = FakeServingChild(tmp_path, per_job=per_job)
+    with WorkerHarness(python=str(child.path), timeout_s=10.0) as h:
+        first, second = h.run(job), h.run(job)
+    assert (first.status, first.stage) == ("ok", "timing")
+    assert (second.status, second.stage) == ("wrong_output", "verify")
