@@ -88,3 +88,36 @@ def test_a_rival_that_faults_ends_the_job_with_its_status(tmp_path, steps, fault
     assert steps.verified == ["cand.cubin", "r1.cubin"]          # the second rival is not run in doubt
     assert result.status == fault and result.message == f"rival 1 of the candidate: r1.cubin: {fault}"
     assert result.timing == timing(1.0)
+
+
+def test_a_reference_that_does_not_load_is_a_reference_error_said_plainly_when_its_framework_is_missing(tmp_path, steps,
+                                                                                                       monkeypatch):
+    """A missing framework says only what to install; any other failure to load says it could not load
+    the reference, and why. Either way nothing is verified or timed."""
+    from optiml.verify.frameworks import FrameworkMissing
+
+    for error, message in ((FrameworkMissing("the reference needs torch: pip install torch"),
+                            "the reference needs torch: pip install torch."),
+                           (SyntaxError("invalid syntax (ref.py, line 3)"),
+                            "could not load the reference: invalid syntax (ref.py, line 3)")):
+        def fails(gpu, job, error=error):
+            raise error
+        monkeypatch.setattr(worker, "_reference_fn", fails)
+        result = worker.run_job(FakeGpu(), job_of(tmp_path), Stage(tmp_path / "stage.txt"))
+        assert (result.status, result.message) == (Status.REFERENCE_ERROR, message)
+    assert steps.verified == [] and steps.timed == []
+
+
+def test_a_device_function_is_loaded_once_a_child(monkeypatch):
+    made = []
+
+    class CountingFunction:
+        def __init__(self, kind, path, name, gpu):
+            made.append((kind, str(path), name))
+
+    monkeypatch.setattr(worker, "DeviceFunction", CountingFunction)
+    gpu = types.SimpleNamespace(device_functions={})
+    first = worker._device_function(gpu, "torch", "/r/ref.py", "f")
+    assert worker._device_function(gpu, "torch", "/r/ref.py", "f") is first
+    other = worker._device_function(gpu, "cupy", "/r/ref.py", "f")
+    assert other is not first and made == [("torch", "/r/ref.py", "f"), ("cupy", "/r/ref.py", "f")]
