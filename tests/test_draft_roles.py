@@ -116,3 +116,15 @@ def test_with_two_x_indices_the_grid_follows_the_one_the_kernel_bounds(tmp_path)
     text = draft_spec(src, tmp_path / "k.cu")
     grid = next(line for line in text.splitlines() if line.startswith("grid = "))
     assert grid.startswith('grid = ["cdiv(N, 256)"]'), grid
+
+
+def test_an_index_assigned_after_its_declaration_drafts_the_launch_as_a_declared_one():
+    """``int i; i = blockIdx.x * blockDim.x + threadIdx.x;`` is the same one-thread-an-element index
+    as ``int i = ...;``: the same grid, block and shapes, and the note saying where they came from."""
+    declared = ("__global__ void k(const float* x, float* y, int n) {\n"
+                "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = 2.0f * x[i];\n}\n")
+    assigned = declared.replace("    int i = ", "    int i;\n    i = ")
+    lines = lambda text: [ln for ln in text.splitlines() if ln.startswith(("grid", "block", "shape"))]   # noqa: E731
+    got = lines(draft_spec(assigned, Path("k.cu")))
+    assert got == lines(draft_spec(declared, Path("k.cu")))
+    assert 'grid = ["cdiv(n, 256)"]  # TODO: one thread per element, from i = blockIdx.x * blockDim.x + threadIdx.x; check' in got
