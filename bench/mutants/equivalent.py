@@ -35,6 +35,7 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/edits/templates/rowwise.py", "// 5 <= 49152",
      "the two-blocks-an-SM estimate's divisor: every point of the spaces was checked to choose alike"),
     ("optiml/gpus.py", 'split(",", 2)', "no GPU name holds a comma"),
+    ("optiml/source.py", "@lru_cache(maxsize=2)", "the tree-sitter parser takes no argument: one cached either way"),
     ("optiml/edits/templates/traced.py", "torch.randint(1, 7",
      "the values an integer array is traced with: the trace keeps the operations and shapes, not the values"),
     ("optiml/edits/templates/traced.py", "(3, 5, 8, 11",
