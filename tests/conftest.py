@@ -25,7 +25,14 @@ def assert_one_sentence_error(r, *fragments):
         assert f in out, (f, out)
 
 
+# A GPU test may build and time a whole template space: its deadline is half an hour, not the suite's 300 s.
+GPU_DEADLINE_S = 1800
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "gpu" in item.keywords and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(GPU_DEADLINE_S))
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU and pycuda (run on a GPU machine: see README)")
