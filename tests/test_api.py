@@ -262,3 +262,11 @@ def test_torch_tensors_give_dtypes_and_shapes():
     src = "__global__ void k(const __nv_bfloat16* x, __nv_bfloat16* y, int n) {}"
     spec = spec_from_arrays(src, [x, torch.empty(64, 8, dtype=torch.bfloat16), 512], outputs=["y"], grid=1, block=64)
     assert [(a.dtype, a.shape) for a in spec.args[:2]] == [("bfloat16", ("N0", "N1"))] * 2
+
+
+def test_a_kernel_that_does_not_compile_is_a_verdict_with_nvccs_sentence(fake_eval_gpu):
+    """No GPU job for a kernel nvcc refuses: its status and message say why, as `optiml eval` does."""
+    result = optiml.evaluate(VADD + "\nthis_is_not_cuda x;\n", args=vadd_args(), arch="sm_90", **VADD_TASK)
+    assert not result.ok and result.status == "compile_error" and FakeEvalWorker.jobs == []
+    assert "this_is_not_cuda" in result.message and result.message == result.evaluation.message
+    assert result.median_ms is None

@@ -64,6 +64,22 @@ def test_build_reports_resources_without_gpu():
     assert data["status"] == "ok" and data["resources"]["smem_static"] >= 8192
 
 
+def test_builds_text_line_names_registers_then_the_cache(tmp_path, monkeypatch):
+    """`optiml build` without --json: one line, ptxas's figures, and "cached" on the second build;
+    a build whose ptxas figures were not read still says ok and where it came from."""
+    from optiml.build import BuildResult
+    from optiml.cli.kernel import _build_line
+
+    monkeypatch.setenv("OPTIML_CACHE_DIR", str(tmp_path / "cache"))
+    k, _ = write(tmp_path)
+    first, second = (run("build", k, "--arch", "sm_90") for _ in range(2))
+    assert first.exit_code == second.exit_code == 0, first.output
+    assert first.output.startswith("build     ok (sm_90, ") and " registers, " in first.output
+    assert "cached" not in first.output and ", cached): " in second.output
+    bare = BuildResult("ok", "k", "sm_90", cached=True)
+    assert _build_line(bare, None) == "build     ok (sm_90, cached)"
+
+
 def test_build_of_broken_kernel_exits_3_with_the_log(tmp_path):
     k, _ = write(tmp_path, kernel=KERNEL.replace("alpha * x[i]", "alpha * x[i] + missing"))
     r = run("build", k, "--arch", "sm_90")

@@ -297,3 +297,23 @@ def test_the_third_test_size_of_a_task_whose_sizes_divide_spreads_only_the_sizes
     assert third["channels"] == small["channels"] and third["num_groups"] == small["num_groups"]
     assert third["batch_size"] == small["batch_size"]             # 96 is a multiple of 8: kept
     assert tuple(arrays[0].shape) == (third["batch_size"], third["channels"], spread)
+
+
+def test_an_input_is_drawn_as_the_task_draws_it_normal_or_flat():
+    """The spec's init of a task's input: values from a normal draw stay a normal with their mean
+    and deviation (not a uniform over their range, whatever their count); values spread evenly over
+    their range are a uniform; a handful of values is too few to call flat."""
+    need_torch()
+    import torch
+
+    from optiml.draft.kernelbench import _init_of
+
+    g = torch.Generator().manual_seed(3)
+    normal = _init_of(torch.randn(4096, generator=g) * 3 + 2)
+    assert normal.startswith('{ dist = "normal", mean = 2') and "std = 3" in normal, normal
+    flat = _init_of(torch.rand(4096, generator=g) * 4 - 1)
+    assert flat.startswith('{ dist = "uniform", low = -1') and "high = 3" in flat, flat
+    few = [1.0, 2.1, -0.6, -0.5, 0.2, 1.5, 1.0, 2.6, 0.8, 1.5, 0.4, 0.6]    # their deviation: 1.04x a uniform's
+    assert _init_of(torch.tensor(few)).startswith('{ dist = "normal"')
+    assert _init_of(torch.tensor(few * 2)).startswith('{ dist = "uniform", low = -0.6, high = 2.6 }')
+    assert _init_of(torch.randn(64, 64, generator=g)) == '{ dist = "normal", mean = 0.0, std = 1.0 }'

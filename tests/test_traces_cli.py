@@ -220,6 +220,10 @@ def test_export_dash_is_standard_output(db, tmp_path, monkeypatch, fmt):
     r = CliRunner().invoke(cli, ["export", str(ids["run"]), "-o", "-", "--format", "parquet", "--db", str(path)])
     assert_one_sentence_error(r, "parquet", "standard output")
     assert not (tmp_path / "-").exists()
+    missing = tmp_path / "no.db"         # refused before any work: no database is read or made
+    r = CliRunner().invoke(cli, ["export", "-o", "-", "--format", "parquet", "--db", str(missing)])
+    assert_one_sentence_error(r, "parquet", "standard output")
+    assert not missing.exists()
 
 
 def test_run_id_defaults_to_the_latest_run(db, tmp_path, monkeypatch):
