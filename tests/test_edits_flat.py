@@ -136,6 +136,9 @@ RECOGNISED = [
      "map", ["x"], [], [], "y[i] = optiml_e_x * 2.f;"),
     ("a member of an element in a constructor", "__global__ void k(const float2 *x, float *y, int n) { int i = "
      "blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float t(x[i].x); y[i] = t; } }", N, "map", [], ["y"], [], None),
+    ("a member of an element passed by value", "__global__ void k(const float2 *x, float *out, int n) { int i = "
+     "blockIdx.x * blockDim.x + threadIdx.x; if (i < n) atomicAdd(out, hypotf(x[i].x, x[i].y)); }", SUM, "reduce",
+     [], [], [], "optiml_acc = optiml_acc + (OPTIML_ACC)(hypotf(x[i].x, x[i].y));"),
     ("through a reference in a namespace", "namespace ops { __device__ void relu_ip(float &v) { v = fmaxf(v, 0.f); } }"
      "\n__global__ void k(float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) "
      "ops::relu_ip(y[i]); }", spec_of(arg("y", "inout", ("n",)), sizes=("n",)), "map", [], [], [], "ops::relu_ip(y[i]);"),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/cluster/gpu_workers.py", "slot: int = 1", "a default every caller passes"),
+    ("optiml/verify/gpu.py", "seed: int = 1",
+     "the seed of a DeviceCase made without one, which nothing reads (cases whose seed is read are made with it)"),
     ("optiml/cluster/on_worker.py", "hexdigest()[:33]", "the length of a content-hash folder name"),
     ("optiml/app/optimize.py", 'float("nan"), 0, 1, 0', "_untimed's warm-up count, which nothing reads"),
     ("optiml/app/optimize.py", 'float("nan"), 0, 0, 1, False', "_untimed's input-set count, which nothing reads"),
