@@ -183,6 +183,21 @@ def test_operations_read_from_the_reference_compute_it(tmp_path, forward, arrays
     ("return (t['x'] > 0).float().sum(2, keepdim=True) * t['x']", "a reduction of a comparison"),
     ("return torch.sort(t['x'], dim=2).values", "the reference's sort is not read as a row-wise or elementwise operation"),
     ("return t['x'] * t['x'].sum(1, keepdim=True).flip(0)", "the reference's flip is not translated"),
+    ("return t['x'].view(torch.int32) + 1", "the array x is of torch.int32"),
+    ("return t['x'].transpose(0, 2) * 2", "x (6 x 5 x 4) does not broadcast over 4 x 5 x 6"),
+    ("return t['x'][:, 0:1, :] * t['x']", "x is read with strides (30, 0, 1) over the frame, not as it lies in memory"),
+    ("return t['x'][0].sum(1)", "a reduction of a reshaped value"),
+    ("return t['x'].unsqueeze(0).sum(1)", "a reduction of a value shaped otherwise than the frame"),
+    ("return t['x'].sum((0, 2))", "a reduction over dimensions that are not one run"),
+    ("return (t['x'] * 2).to(torch.int32)", "the reference's _to_copy gives torch.int32"),
+    ("return (t['x'] * 2).reshape(4, 30)", "the reference reshapes an element value (view, to 4 x 30)"),
+    ("return t['x'].sum(2).transpose(0, 1)", "the reference reorders a row value (transpose)"),
+    ("x = t['x']\nreturn x * x.sum(1, keepdim=True)[0:1]",
+     "a row value (1 x 1 x 6) is broadcast over the frame otherwise than along the reduced dimensions"),
+    ("return 3.0 * torch.ones(4, 5, 6)", "the reference's output does not depend on the kernel's arrays"),
+    ("x = t['x']\nreturn x * (x[0] @ x[0].t()).sum()", "the reference's mm multiplies two matrices"),
+    ("return t['x'] * t['x'].prod(2, keepdim=True)", "the reference's prod is not read as a row-wise or elementwise"),
+    ("x = t['x']\nreturn x + torch.lerp(x, x * 2, 0.5)", "the reference's lerp takes a tensor"),
 ])
 def test_what_the_reference_reading_refuses_it_says(tmp_path, forward, why):
     arrays = [("x", "input", ["B", "C", "D"]), ("y", "output", ["B", "C", "D"])]
@@ -198,10 +213,17 @@ def test_what_the_reference_reading_refuses_it_says(tmp_path, forward, why):
     ("x = t['x']\nv, m = torch.var_mean(x, dim=2, keepdim=True)\nreturn (x - m) * v + x * torch.norm(x, p=1, dim=2, "
      "keepdim=True) + torch.norm(x, p=float('inf'), dim=2, keepdim=True) - torch.norm(x, p=3, dim=2, keepdim=True)",
      "row_reduce"),
-], ids=["atan2_fmod_clamps_logical_and", "var_mean_and_p_norms"])
+    ("x = t['x']\nreturn [torch.add(x, x, alpha=2) + torch.rsub(x, 1.0) + x.masked_fill(x > 0, 0.0) + "
+     "torch.logical_not(x > 0).float()]", "elementwise"),
+    ("x = t['x']\nreturn torch.clamp(x, x.amin(2, keepdim=True) * 0.5, x.amax(2, keepdim=True) * 0.5) + "
+     "torch.clamp_max(x, x.amax(2, keepdim=True) * 0.25) * x.std(2, keepdim=True, unbiased=False)", "row_reduce"),
+], ids=["atan2_fmod_clamps_logical_and", "var_mean_and_p_norms", "alpha_rsub_masked_fill_not_in_a_list",
+        "clamps_by_row_values_and_a_biased_std"])
 def test_more_operations_read_from_the_reference_compute_it(tmp_path, forward, template):
     """Binary functions, both clamps and a logical and in one elementwise chain; var_mean and the
-    1-, infinity- and 3-norms over a row in one row program: each as the reference computes it."""
+    1-, infinity- and 3-norms over a row in one row program; add's alpha, rsub, masked_fill and
+    logical_not, the output returned in a list; clamps whose bounds are row values, and the biased
+    deviation: each as the reference computes it."""
     arrays = [("x", "input", ["B", "C", "D"]), ("y", "output", ["B", "C", "D"])]
     sizes = {"B": 2, "C": 3, "D": 37}
     src, spec = _spec_for(tmp_path, forward, arrays, ["B", "C", "D"], sizes,
