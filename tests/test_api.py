@@ -270,3 +270,33 @@ def test_a_kernel_that_does_not_compile_is_a_verdict_with_nvccs_sentence(fake_ev
     assert not result.ok and result.status == "compile_error" and FakeEvalWorker.jobs == []
     assert "this_is_not_cuda" in result.message and result.message == result.evaluation.message
     assert result.median_ms is None
+
+
+def test_evals_lines_say_the_build_the_verdict_and_the_rates(tmp_path, fake_eval_gpu):
+    """`optiml eval` as printed: nvcc's warnings under the build line, a kernel nvcc refuses with its
+    status, its log and exit 3, both rates a spec's counts give, and --json the same evaluation.
+    The GPU worker is the FAKE (1.28 ms at BLOCK 128)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from optiml.cli import main
+    from tests.test_spec import KERNEL, SPEC
+
+    run = lambda k, *a: CliRunner().invoke(main, ["eval", str(k), "--arch", "sm_90", *a])
+    k, _ = write(tmp_path, SPEC.replace('bytes = "8 * N"', 'bytes = "8 * N"\nflops = "1000 * N"'),
+                 KERNEL.replace("if (i < n)", "int unused_here = 3; if (i < n)"))
+    r = run(k)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    build = next(i for i, ln in enumerate(lines) if ln.startswith("build     ok"))
+    assert lines[build + 1].startswith("          ") and "unused_here" in lines[build + 1]
+    assert "timing    1.2800 ms median" in r.output and ": 819 GFLOP/s, 6.6 GB/s" in r.output
+    as_json = run(k, "--json")
+    assert as_json.exit_code == 0 and json.loads(as_json.output)["status"] == "ok"
+    (tmp_path / "b").mkdir()
+    broken, _ = write(tmp_path / "b", SPEC, KERNEL.replace("alpha * x[i]", "alpha * x[i] + not_declared"))
+    r = run(broken)
+    assert r.exit_code == 3 and "status    compile_error" in r.output and "not_declared" in r.output
+    assert '1 error detected in the compilation of "scale.cu"' in r.output        # nvcc's log, whole
+    assert json.loads(run(broken, "--json").output)["status"] == "compile_error"

@@ -97,3 +97,11 @@ def test_import_reproduces_fixture_values():
 
 def test_import_of_a_missing_file_is_one_sentence(tmp_path):
     assert_one_sentence_error(CliRunner().invoke(main, ["profile", "--import", str(tmp_path / "nope.csv")]), "file not found")
+
+
+def test_a_file_that_is_no_ncu_export_and_no_input_at_all_are_one_sentence_each(tmp_path):
+    text = tmp_path / "notes.csv"
+    text.write_text("a,b\n1,2\n")
+    assert_one_sentence_error(CliRunner().invoke(main, ["profile", "--import", str(text)]),
+                              f"{text}: not an ncu CSV export", "'ID' and 'Kernel Name'")
+    assert_one_sentence_error(CliRunner().invoke(main, ["profile"]), "give a KERNEL to profile, or --import FILE")
