@@ -420,6 +420,16 @@ TEMPLATED = "template <int B>\n" + NAIVE_SOFTMAX.replace("__global__", "__global
     (SIBLINGS, "s is declared twice"),
     (SOFTMAX1.replace("y[(size_t)r * cols + j] = expf(x[(size_t)r * cols + j] - m) / s;",
                       "y[(size_t)r * cols + j] = *(&x[(size_t)r * cols + j]) / s;"), "the row's address is taken"),
+    (SOFTMAX1.replace("for (int j = 0; j < cols; ++j) m = max", "for (int j = 1; j < cols; ++j) m = max"),
+     "a loop over the row from 1 by ++j"),
+    (SOFTMAX1.replace("float s = 0.f;", "for (int j = 0; j < cols; ++j) { float t = x[(size_t)r * cols + j]; }\n"
+                      "        float s = 0.f;"), "a loop over the row that neither reduces nor writes"),
+    (SOFTMAX1.replace("s = s + expf(x[(size_t)r * cols + j] - m)", "s = expf(x[(size_t)r * cols + j] - m)"),
+     "s = expf(x[(size_t)r * cols + j] - m) is not an accumulation"),
+    (SOFTMAX1.replace("float s = 0.f;", "switch (rows) { default: break; }\n        float s = 0.f;"),
+     "a statement optiml's row templates do not model: switch (rows)"),
+    (SOFTMAX1.replace("float s = 0.f;", "int q = 0; do { q++; } while (q < 2);\n        float s = 0.f;"),
+     "a statement optiml's row templates do not model: do { q++; }"),
 ])
 def test_programs_the_templates_would_run_differently_are_refused(source, reason):
     op, why = recognize_rowwise(source, "k", ROWS)
