@@ -291,3 +291,63 @@ def test_the_init_command_writes_the_spec_and_reference_and_keeps_existing_ones_
     assert ref.read_text() == "# mine\n" and not (tmp_path / "kb_softmax.toml").exists()
     r = CliRunner().invoke(main, [*args, "--force"])
     assert r.exit_code == 0 and "def reference(" in ref.read_text()
+
+
+GOOD_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+N = 4096
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+"""
+RELU = "__global__ void relu(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; " \
+       "if (i < n) y[i] = fmaxf(x[i], 0.f); }\n"
+
+
+@pytest.mark.parametrize("task, kernel, said", [
+    (None, RELU, "{task}: no such task file."),
+    (GOOD_TASK.replace("import torch.nn as nn", "import torch.nn as nn\nimport not_a_module_here"), RELU,
+     "{task}: importing it failed (ModuleNotFoundError: No module named 'not_a_module_here')."),
+    (GOOD_TASK, "__device__ float twice(float v) { return 2.f * v; }\n",
+     "{kernel}: no __global__ function found to match the task's arguments to."),
+    (GOOD_TASK.replace("return torch.relu(x)", "assert x.shape[0] == 4096\n        return torch.relu(x)"), RELU,
+     "{task}: the task does not run at reduced sizes (AssertionError: ), so optiml cannot tell its dimensions apart"),
+    (GOOD_TASK.replace("return [torch.randn(N)]", "return [torch.randn(N), 'mean']").replace(
+        "def forward(self, x):", "def forward(self, x, how):"), RELU,
+     "{task}: get_inputs() returns something other than tensors and numbers; only those are supported."),
+    (GOOD_TASK.replace("return [torch.randn(N)]", "return [torch.randn(N), 0.5]").replace(
+        "def forward(self, x):", "def forward(self, x, a):"), RELU,
+     "{task}: get_inputs() passes the number 0.5 to forward (its input 1), and the kernel has no float argument left "
+     "to take it."),
+], ids=["no_task_file", "import_fails", "no_kernel", "not_at_reduced_sizes", "a_string_input", "a_number_no_argument_takes"])
+def test_init_kernelbench_says_what_is_wrong_in_one_sentence(tmp_path, task, kernel, said):
+    """`optiml init --kernelbench` on a task or a kernel it cannot draft from: one sentence naming the
+    file and what is wrong with it, and no spec written."""
+    need_torch()
+    from click.testing import CliRunner
+
+    from optiml.cli import main
+    from tests.conftest import assert_one_sentence_error
+
+    k, t = tmp_path / "relu.cu", tmp_path / "task.py"
+    k.write_text(kernel)
+    if task is not None:
+        t.write_text(task)
+    r = CliRunner().invoke(main, ["init", str(k), "--kernelbench", str(t), "--no-test"])
+    assert_one_sentence_error(r, said.format(task=t, kernel=k))
+    assert not (tmp_path / "relu.toml").exists()

@@ -221,7 +221,8 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     info = parse_source(source)
     kern = info.kernel(entry) if entry else (info.kernels[0] if info.kernels else None)
     if kern is None:
-        raise SpecError(f"{kernel_path}: no __global__ function {entry or ''} found to match the task's arguments to.")
+        raise SpecError(f"{kernel_path}: no __global__ function{' ' + entry if entry else ''} found to match the task's "
+                        "arguments to.")
     sizes = task_sizes(task_path)         # literal integers only: a name computed from others is derived
     probes = None
     tries = [(_reduced(sizes, 128, odd), _reduced(sizes, 32, odd)) for odd in (True, False)]
