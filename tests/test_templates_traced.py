@@ -83,11 +83,37 @@ def test_b_stored_k_by_n_reads_as_such(tmp_path):
     ("return F.linear(x, w, bias) + r * torch.randn(1)\n",
      "an operand of the chain is a tensor the reference made, not a kernel array"),
     ("return F.linear(x, w, bias).flip(1) + r\n", "after the matrix product the reference's flip is not translated into an epilogue"),
+    ("return (F.linear(x, w, bias) + r).to(torch.float16)\n",
+     "after the matrix product the reference converts it (_to_copy, to torch.float16)"),
+    ("return F.linear(x, w, bias).reshape(-1)[:r.numel()].reshape(r.shape) + r\n",
+     "after the matrix product the reference reshapes it (view, to 65)"),
 ])
 def test_what_the_reference_does_past_a_gemm_chain_is_said(tmp_path, forward, said):
     src, spec = _spec(tmp_path, forward)
     made, why = template_transforms(src, "k", spec)
     assert not made and said in why and why.endswith("(read from the reference)"), why
+
+
+R_MN = "(float)r[(size_t)(m) * OPTIML_N + (size_t)(n)]"
+
+
+@pytest.mark.parametrize("forward, value", [
+    ("return torch.add(F.linear(x, w, bias), r, alpha=0.5)\n", f"(optiml_v0 + (0.5f * {R_MN}))"),
+    ("return torch.rsub(F.linear(x, w, bias), r)\n", f"({R_MN} - optiml_v0)"),
+    ("return torch.maximum(F.linear(x, w, bias), r)\n", f"fmaxf(optiml_v0, {R_MN})"),
+    ("return F.linear(x, w, bias) + r[:, :1]\n", "(optiml_v0 + (float)r[(size_t)(m) * OPTIML_N])"),
+    ("return F.linear(x, w, bias) * torch.full((1,), 2.0)\n", "(optiml_v0 * 2.0f)"),
+    ("return [F.linear(x, w, bias) - r]\n", f"(optiml_v0 - {R_MN})"),
+], ids=["add_alpha", "rsub", "maximum", "a_column_of_r", "a_full_constant", "in_a_list"])
+def test_the_epilogue_computes_the_references_chain(tmp_path, forward, value):
+    """The value after the bias (optiml_v0) as the reference goes on: add's alpha scales the
+    other term, rsub subtracts the product, a column of r is read at its row, a tensor full of one
+    number is that number, and an output returned in a list is the output."""
+    src, spec = _spec(tmp_path, forward)
+    made, why = template_transforms(src, "k", spec)
+    assert made and made[0].edit.startswith("template gemm_f32_warp"), why
+    epilogue = next(ln for ln in made[0].source.splitlines() if ln.startswith("#define OPTIML_EPILOGUE"))
+    assert f"const float optiml_v1 = {value}; return optiml_v1;" in epilogue, epilogue
 
 
 def test_a_reduction_after_the_product_overrides_a_cuda_reading_as_a_gemm(tmp_path):

@@ -397,10 +397,13 @@ class _Graph:
             raise _Refused(f"after the matrix product the reference's {name} is not elementwise", beyond=True)
         self.keep.append(out)
         if name in _SAME or name in _RESHAPE:
-            if tuple(out.shape) != self.dims or out.dtype != args[0].dtype:
+            if tuple(out.shape) != self.dims:
                 raise _Refused(f"after the matrix product the reference reshapes it ({name}, to "
                                f"{' x '.join(map(str, out.shape))}) for what follows, which no template fuses "
                                "with a GEMM yet", beyond=True)
+            if out.dtype != args[0].dtype:
+                raise _Refused(f"after the matrix product the reference converts it ({name}, to {out.dtype}), "
+                               "which no template fuses with a GEMM yet", beyond=True)
             self.node[id(out)] = self.node[id(args[0])]
             return
         if tuple(out.shape) != self.dims:
