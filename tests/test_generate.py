@@ -269,3 +269,48 @@ def test_the_search_never_asks_to_edit_the_description(tmp_path, fake_gpu, chat_
         final = store.run(1)["result"]
         assert [n.proposer for n in store.nodes(1)] == ["description", "generate", "llm", "llm"]
     assert final["best_ms"] == 0.64 and final["seed_ms"] == 2.56        # fake timings
+
+
+class FakeSanitizerUnsafeAt128:
+    """A FAKE compute-sanitizer: a kernel with BLOCK 128 writes out of bounds; every other is clean."""
+    checks: list = []
+
+    def __init__(self, *a, **kw):
+        pass
+
+    def sanitize(self, job, gpu_lock=None, cancel=None):
+        block = job.candidate.constants.get("BLOCK")
+        FakeSanitizerUnsafeAt128.checks.append(block)
+        if block == 128:
+            return SanitizeResult("unsafe", "memcheck: Invalid __global__ write of size 4 (fake)", tools=("memcheck",))
+        return SanitizeResult("clean", "passed memcheck", tools=("memcheck",), wall_s=0.01)
+
+
+@pytest.mark.parametrize("blocks, said", [
+    ((256, 128), None), ((128, 256), None),
+    ((128,), "run 1: none of the 1 strategies gave a verified kernel (block of 128: unsafe)"),
+], ids=["slower_first", "unsafe_first", "none_safe"])
+def test_the_fastest_strategy_unsafe_under_the_sanitizer_is_never_the_kernel_written(
+        tmp_path, monkeypatch, chat_server, blocks, said):
+    """Generate with the sanitizer on each new best: the fastest verified strategy (BLOCK 128) is
+    unsafe, so the kernel written is the safe one, whichever came first; with none safe, one
+    sentence and no file. FAKE GPU parts."""
+    fake_gpu_machine(monkeypatch, FakeBlockWorker, FakeSanitizerUnsafeAt128)
+    monkeypatch.setattr(FakeSanitizerUnsafeAt128, "checks", [])
+    for key in ("OPTIML_LLM_API_KEY", "OPENAI_API_KEY", "OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    names = "".join(f"STRATEGY {i}: block of {b}\none per thread\n" for i, b in enumerate(blocks, 1))
+    chat_server.script(names, *(answer(f"block of {b}", kernel(b)) for b in blocks))
+    out = tmp_path / "best.cu"
+    r, db = generate(chat_server, tmp_path, "--strategies", str(len(blocks)), "-o", str(out), "--parallel", "1")
+    with TraceStore(db, create=False) as store:
+        statuses = {store.source(n.source_hash).splitlines()[0]: store.evaluation(n.id)["status"]
+                    for n in store.nodes(1)[1:]}
+    assert statuses["#define BLOCK 128"] == "unsafe" and 128 in FakeSanitizerUnsafeAt128.checks, statuses
+    if said is not None:
+        assert r.exit_code == 1 and "Traceback" not in r.output and not out.exists()
+        assert said in r.output, r.output
+    else:
+        assert r.exit_code == 0, r.output
+        assert "#define BLOCK 256" in out.read_text() and "#define BLOCK 128" not in out.read_text()
+        assert statuses["#define BLOCK 256"] == "ok" and "sanitize: passed memcheck" in r.output
