@@ -96,6 +96,9 @@ def test_the_written_toml_loads_as_the_same_spec(tmp_path):
     (dict(args=[*vadd_args()[:3], object()]), "args[3] (n) is a object; give a NumPy array"),
     (dict(grid=None), "grid= is missing"),
     (dict(entry="vsub"), "entry='vsub' is not a __global__ function in the source (found: vadd)."),
+    (dict(inouts=["c"]), "c is in both outputs= and inouts=; an array is one or the other."),
+    (dict(sizes={"N": 1000.0}), "sizes['N'] must be a whole number, not 1000.0."),
+    (dict(sizes={"N": True}), "sizes['N'] must be a whole number, not True."),
 ])
 def test_each_mistake_is_one_sentence(change, message):
     kw = dict(VADD_TASK, args=vadd_args()) | change
@@ -103,6 +106,29 @@ def test_each_mistake_is_one_sentence(change, message):
     with pytest.raises(SpecError) as e:
         spec_from_arrays(VADD, args, **kw)
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+MY_INT = VADD.replace("int n)", "my_int_t n)").replace("#define BLOCK 128", "#define BLOCK 128\ntypedef int my_int_t;")
+
+
+@pytest.mark.parametrize("source, args, change, message", [
+    (VADD + VADD.replace("vadd", "vsub"), None, {}, "the source has 2 __global__ functions (vadd, vsub); give entry=."),
+    ("int x;", None, {}, "the source has 0 __global__ functions (none); give entry=."),
+    (MY_INT, [*vadd_args()[:3], "N"], {}, "args[3] (n) is a string but vadd's parameter is my_int_t, whose dtype "
+     "optiml does not know; give a NumPy scalar such as np.int32(...)."),
+    (VADD, None, dict(atol=float("nan")), "nan is not a finite number; a spec holds finite numbers only."),
+    (VADD, None, dict(flops=[1, complex(1, 2)]), "(1+2j) (complex) cannot be written into a spec."),
+], ids=["two_kernels", "no_kernel", "a_string_for_a_type_not_known", "a_nan_tolerance", "a_count_not_a_number"])
+def test_a_task_from_arrays_that_cannot_be_written_is_one_sentence(source, args, change, message):
+    """The source's kernels, a scalar whose type is not known, and a value the spec file cannot hold."""
+    with pytest.raises(SpecError) as e:
+        to_toml(spec_data_from_arrays(source, vadd_args() if args is None else args, **(VADD_TASK | change)))
+    assert str(e.value) == message
+
+
+def test_a_bool_for_an_integer_parameter_is_its_integer():
+    (n,) = [a for a in spec_from_arrays(VADD, [*vadd_args()[:3], True], **VADD_TASK).args if a.name == "n"]
+    assert n.role == "scalar" and n.dtype == "int32" and n.value == 1
 
 
 def test_the_api_refuses_mixed_forms_in_one_sentence(tmp_path):
