@@ -318,3 +318,29 @@ def test_export_errors_are_one_sentence_and_a_metric_named_like_a_column_keeps_b
     df = to_dataframe(store, ids["run"]).set_index("node_id")
     assert df.loc[ids["pending"], "median_ms"] == 0.8 and df.loc[ids["pending"], "metric_median_ms"] == 0.7
     assert df.loc[ids["pending"], "metric_spread"] == 3.0
+
+
+def test_the_path_says_a_flag_step_a_failed_final_timing_and_an_unevaluated_node(traj):
+    """`optiml show`: a step that changed nvcc flags says both sets; a final re-timing that failed is
+    said with its status; --node --raw of a candidate not evaluated yet says so, and a candidate
+    made by a proposer call shows that call; `optiml runs` of an empty database says so."""
+    from optiml.traces.report import format_runs
+
+    store, ids = traj
+    run = ids["run"]
+    call = store.record_proposal(run, proposer="llm", model="gpt-test", prompt="faster", raw_answer="Use fast math.",
+                                 tokens_in=12, tokens_out=5, latency_s=0.5)
+    fast = store.add_node(run, ids["bounded"], BOUNDED, proposer="llm", edit="fast math",
+                          flags={"extra": ["-use_fast_math"]}, proposal_id=call)
+    store.finish_node(fast, {"status": "ok", "median_ms": 0.5, "result": {"status": "ok", "median_ms": 0.5}})
+    store.set_run_result(run, {"status": "runtime_error", "message": "the final job faulted"})
+    text = format_path(store, run)
+    assert f"node {ids['bounded']} → node {fast}" in text
+    assert "  flags: {} → {'extra': ['-use_fast_math']}" in text and "  (same source)" in text
+    assert "final re-timing failed: runtime_error: the final job faulted" in text
+    raw = format_node_raw(store, ids["pending"])
+    assert "evaluation: none yet" in raw and "--- source " in raw
+    made = format_node_raw(store, fast)
+    assert f"--- the proposer call behind it: proposal {call} from llm / gpt-test: 12 in, 5 out tokens" in made
+    assert "Use fast math." in made
+    assert format_runs([]) == "no runs recorded\n"
