@@ -125,3 +125,21 @@ def test_the_limits_are_where_they_say():
         evaluate("-" * 99 + "N", {"N": 1})
     assert show("x" * 58) == "'" + "x" * 58 + "'"                  # 60 characters with its quotes
     assert show("x" * 59) == "'" + "x" * 56 + "..."
+
+
+@pytest.mark.parametrize("expr, env, said", [
+    (True, {}, "k.toml: f: expected a number or an expression, got a boolean."),
+    ([1], {}, "k.toml: f: expected a number or an expression string, got list."),
+    ("cdiv(N, 0)", {"N": 3}, "k.toml: f: division by zero in 'cdiv(N, 0)'."),
+    ("N", {"N": "x"}, "k.toml: f: 'N' is a str, not a number."),
+    ("1e300 ** 2", {}, "k.toml: f: '1e300 ** 2' is too large."),
+])
+def test_what_is_no_number_is_said_with_its_field(expr, env, said):
+    with pytest.raises(ExprError) as e:
+        evaluate(expr, env, where="k.toml: f")
+    assert str(e.value) == said
+
+
+def test_not_and_a_bool_size_are_integers():
+    assert evaluate("not N", {"N": 3}) == 0 and evaluate("not N", {"N": 0}) == 1
+    assert evaluate("N + 1", {"N": True}) == 2 and type(evaluate("N", {"N": True})) is int
