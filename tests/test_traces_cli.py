@@ -287,3 +287,21 @@ def test_show_and_best_refuse_what_they_cannot_do_in_one_sentence(db, tmp_path):
     out = tmp_path / "missing" / "best.cu"
     r = CliRunner().invoke(cli, ["best", str(ids["run"]), "-o", str(out), "--db", str(path)])
     assert_one_sentence_error(r, f"{out}: cannot write the kernel (No such file or directory).")
+
+
+def test_a_node_or_run_not_in_the_database_is_one_sentence(db):
+    path, ids = db
+    for args in (["show", "--node", "999"], ["show", "--node", "999", "--raw"]):
+        assert_one_sentence_error(CliRunner().invoke(cli, [*args, "--db", str(path)]), f"{path}: no candidate node 999.")
+    assert_one_sentence_error(CliRunner().invoke(cli, ["show", "999", "--db", str(path)]), "no run 999")
+
+
+def test_the_store_refuses_a_parent_of_another_run_and_a_status_it_does_not_know(db):
+    path, ids = db
+    with TraceStore(path) as store:
+        other = store.start_run("other")
+        with pytest.raises(ValueError, match=f"node {ids['seed']} is not in run {other}"):
+            store.add_node(other, ids["seed"], "__global__ void k() {}\n")
+        with pytest.raises(ValueError, match="unknown node status 'finished'"):
+            store.nodes(ids["run"], "finished")
+        assert [n.id for n in store.nodes(ids["run"], "pending")] == [ids["pending"]]
