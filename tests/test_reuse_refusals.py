@@ -1,6 +1,8 @@
 """When :func:`cache_rereads` keeps a re-read element in registers and when it does not: a read
 the first loop makes only under a condition is not cached, and a kernel that already uses both
 names for the cache size is refused with a sentence saying so."""
+import pytest
+
 from optiml.edits.reuse import cache_rereads
 
 from .test_edits_reductions import RMSNORM
@@ -36,3 +38,20 @@ def test_no_free_name_for_the_cache_size_is_a_refusal_with_its_reason():
 def test_one_name_taken_uses_the_other():
     ts, why = cache_rereads("// OPTIML_CACHE_ITEMS is taken\n" + RMSNORM, "rms")
     assert why is None and ts and "#define OPTIML_REG_CACHE_ITEMS 16" in ts[0].source
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda s: s.replace("k < f; k++) {", "k < f; k += st) {").replace("k < f; k++) yc", "k < f; k += st) yc")
+     .replace("float eps)", "float eps, int st)"), "not cached: the loops' step st is not known to be positive"),
+    (lambda s: s.replace("    float r = rsqrtf", "    sp = sp + 1;\n    float r = rsqrtf"),
+     "not cached: sp changes between or inside the loops"),
+    (lambda s: s.replace("ss += v * v;", "ss += v * v; k += 0;"), "not cached: a loop body changes k"),
+    (lambda s: s.replace("ss += v * v;", "ss += v * v; __syncthreads();"),
+     "not cached: a loop body synchronises threads (an unrolled guard would split the barrier)"),
+    (lambda s: s.replace("ss += v * v;", "ss += v * v; if (ss > 1e30f) break;"),
+     "not cached: a loop body leaves the loop early"),
+], ids=["a_step_not_known_positive", "a_size_changed_between", "the_loop_variable_changed", "a_barrier", "a_break"])
+def test_loops_whose_unrolled_copy_would_differ_are_refused_with_the_reason(change, why):
+    source = change(RMSNORM)
+    assert source != RMSNORM
+    assert cache_rereads(source, "rms") == ([], why)
