@@ -34,3 +34,20 @@ def test_a_grid_that_is_not_a_two_argument_cdiv_is_left_alone(grid):
     body = "    if (i < n) y[i] = 2.0f * x[i];\n"
     assert grid_stride(kernel(body), "k", (("cdiv(n, 256)",), (256,), 0))[0]      # the control
     assert grid_stride(kernel(body), "k", ((grid,), (256,), 0)) == ([], None)
+
+
+def test_no_free_name_for_a_knob_is_a_refusal_with_its_reason():
+    """Both names a rewrite may give its new constant are taken: refused, saying so; one taken, the other."""
+    from optiml.edits.structural import ITEMS_NAMES, KNOB_NAMES
+    from optiml.edits.transforms import tie_block_literal
+
+    body = "    if (i < n) y[i] = 2.0f * x[i];\n"
+    taken = lambda names, src: "".join(f"// {n} is the user's\n" for n in names) + src
+    assert grid_stride(taken(ITEMS_NAMES, kernel(body)), "k", LAUNCH) == (
+        [], "not coarsened: no free name for the items per thread")
+    (t,), _ = grid_stride(taken(ITEMS_NAMES[:1], kernel(body)), "k", LAUNCH)
+    assert f"#define {ITEMS_NAMES[1]} 4" in t.source
+    literal = kernel(body)                       # 256 in the launch only
+    assert tie_block_literal(taken(KNOB_NAMES, literal), "k", LAUNCH) == ([], "no free name for the block size")
+    ts, why = tie_block_literal(taken(KNOB_NAMES[:1], literal), "k", LAUNCH)
+    assert why is None and ts and f"#define {KNOB_NAMES[1]} 256" in ts[0].source
