@@ -326,3 +326,11 @@ def test_evals_lines_say_the_build_the_verdict_and_the_rates(tmp_path, fake_eval
     assert r.exit_code == 3 and "status    compile_error" in r.output and "not_declared" in r.output
     assert '1 error detected in the compilation of "scale.cu"' in r.output        # nvcc's log, whole
     assert json.loads(run(broken, "--json").output)["status"] == "compile_error"
+
+
+def test_a_key_that_is_not_a_bare_toml_key_is_written_quoted():
+    """to_toml reads back as the same dict whatever the keys: a space, a dash, a letter outside ASCII."""
+    data = {"kernel": {"entry": "k"}, "sizes": {"timing": {"a b": 1, "rows-n": 2, "é": 3, "ok_1": 4}}}
+    text = to_toml(data)
+    assert tomllib.loads(text) == data
+    assert 'timing = { "a b" = 1, "rows-n" = 2, "\\u00e9" = 3, ok_1 = 4 }' in text
