@@ -204,9 +204,23 @@ def test_the_16_byte_loads_compile_for_sm_90_and_the_rules_offer_them(tmp_path, 
     (("atomicAdd(&counts[k], 1u);", "if (k == 3) return; atomicAdd(&counts[k], 1u);"), "returns"),
     (("int k = keys[i] % bins;", "__shared__ int s[4]; s[0] = 1; __syncthreads(); int k = keys[i] % bins;"),
      "synchronises"),
+    (("atomicAdd(&counts[k], 1u);", "atomicAdd(&glob[k], 1u);"),
+     "not privatized: the atomic adds at &glob[k], not at an element of one of the kernel's arrays"),
+    (("int n, int bins)", "unsigned int *other, int n, int bins)", "atomicAdd(&counts[k], 1u);",
+      "atomicAdd(&counts[k], 1u); atomicAdd(&other[k], 1u);"), "not privatized: atomics into more than one array"),
+    (("atomicAdd(&counts[k], 1u);", "atomicAdd(&counts[k], 1u); atomicAdd(&counts[keys[i] & 15], 1u);"),
+     "not privatized: the atomics' bins are bounded differently"),
+    (("int k = keys[i] % bins;", "int k = keys[i] % nb;"),
+     "not privatized: the bins' count nb is not made of the kernel's scalars and constants"),
+    (("__global__", "// OPTIML_PRIV_CAP is the user's\n__global__"),
+     "not privatized: no free names for the rewrite's constants"),
 ])
 def test_what_it_cannot_keep_right_it_refuses_with_the_reason(change, why):
-    src = HIST.replace(*change)
+    src = HIST
+    for a, b in zip(change[::2], change[1::2]):
+        assert a in src
+        src = src.replace(a, b)
+    src = "__device__ unsigned int glob[64];\n__device__ int nb;\n" + src      # globals the kernel may name
     ts, got = privatize_atomics(src, "histogram", LAUNCH)
     assert not ts and got is not None and why in got, got
     assert re.match(r"not (privatized|coarsened)", got)
