@@ -256,3 +256,23 @@ def test_a_candidate_that_names_its_own_architecture_is_built_for_that_one_only(
     assert "redefinition" not in result.log
     assert builder.build(src, ("-O3",), name="plain.cu").status == "compile_error"     # sm_90 has no wgmma
 
+
+
+@pytest.mark.parametrize("damage", ["half_written_record", "cubin_gone"])
+def test_a_damaged_cache_entry_is_built_again(tmp_path, damage):
+    """A run killed while it wrote the cache (a record cut short), or a cubin deleted under it: the
+    next build of the same source does not trust the entry, builds again and is right."""
+    b = NvccBuilder("sm_90", cache_dir=tmp_path)
+    src = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+    first = b.build(src, ("-O3",))
+    assert first.ok and b.build(src, ("-O3",)).cached
+    entry = tmp_path / first.key
+    if damage == "half_written_record":
+        record = entry / "build.json"
+        record.write_text(record.read_text()[:40])
+    else:
+        Path(first.cubin_path).unlink()
+    again = b.build(src, ("-O3",))
+    assert again.ok and not again.cached and Path(again.cubin_path).is_file()
+    assert again.entry_resources("k") == first.entry_resources("k")
+    assert b.build(src, ("-O3",)).cached
