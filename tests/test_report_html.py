@@ -248,3 +248,19 @@ def test_durations_read_in_seconds_minutes_or_hours():
 
     assert [_duration(s) for s in (None, 0.4, 59.6, 119.4, 120.0, 7199.0, 7200.0, 36000.0)] == \
         ["-", "0 s", "60 s", "119 s", "2.0 min", "120.0 min", "2.0 h", "10.0 h"]
+
+
+def test_a_candidate_nvcc_refused_shows_its_log_and_a_wrong_one_does_not(tmp_path):
+    """The page's details: nvcc's log where the build failed (what the user needs to see); a candidate
+    that built and then failed verification shows its verification facts, not its build's warnings."""
+    with TraceStore(tmp_path / "t.db") as store:
+        ids = make_trajectory(store)
+        broken = store.add_node(ids["run"], ids["seed"], "__global__ void k( {\n", proposer="llm", edit="broken")
+        store.finish_node(broken, {"status": "compile_error", "build_log": "k.cu(1): error: expected a \")\""},
+                          status="failed")
+        warned = store.add_node(ids["run"], ids["seed"], "__global__ void k() { int unused; }\n", proposer="llm")
+        store.finish_node(warned, {"status": "wrong_output", "build_log": "k.cu(1): warning #177-D: unused",
+                                   "verify": {"max_abs_err": 2.0}}, status="failed")
+        nodes = report_data(store, ids["run"])["details"]["nodes"]
+    assert nodes[broken]["build_log"] == 'k.cu(1): error: expected a ")"'
+    assert "build_log" not in nodes[warned] and nodes[warned]["verify_facts"] == "max_abs_err 2"
