@@ -686,6 +686,10 @@ def test_the_accumulator_changed_after_the_loop_is_part_of_the_epilogue():
      "not templated: inputs of float16 and float32 into float32 (templates take fp32, fp16 or bf16)"),
     (None, spec_of(arg("A", "input", ("M", "K")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N")),
                    sizes=("N", "K")), "not a GEMM: the output's sizes are not kernel arguments"),
+    (None, spec_of(arg("A", "input", ("M", "P")), arg("B", "input", ("Q", "N")), arg("C", "output", ("M", "N")),
+                   sizes=("M", "N", "K", "P", "Q")), "not a GEMM: A and B share no one dimension"),
+    (None, spec_of(arg("A", "input", ("K", "K")), arg("B", "input", ("K", "N")), arg("C", "output", ("M", "N"))),
+     "not a GEMM: the operands' shapes do not match the output's"),
 ])
 def test_a_matmul_it_does_not_take_says_which_part_it_could_not_read(change, spec, why):
     """The sentence a user reads in `optiml show` for a kernel the GEMM templates do not take, one
