@@ -26,3 +26,11 @@ def test_one_note_an_output_whose_atol_is_vacuous_from_its_first_case():
     assert len(notes) == 1 and notes[0].startswith("y: atol 1e-05 exceeds the reference's RMS 1e-06 at sizes {'n': 64}")
     back = HarnessResult.from_dict(_result().to_dict())
     assert back.notes() == notes and [c.size_index for c in back.failed_checks] == [1]
+
+
+def test_a_timings_spread_is_its_iqr_over_its_median_and_zero_for_a_zero_median():
+    from optiml.verify.harness import TimingResult
+
+    t = TimingResult(2.0, 2.0, 1.8, 2.4, 1.9, 2.2, 0.1, 100, 10, 3, True)
+    assert t.spread == 0.05
+    assert TimingResult(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 100, 10, 3, True).spread == 0.0

@@ -263,4 +263,9 @@ def test_a_candidate_nvcc_refused_shows_its_log_and_a_wrong_one_does_not(tmp_pat
                                    "verify": {"max_abs_err": 2.0}}, status="failed")
         nodes = report_data(store, ids["run"])["details"]["nodes"]
     assert nodes[broken]["build_log"] == 'k.cu(1): error: expected a ")"'
+    with TraceStore(tmp_path / "t.db") as store:          # a log longer than the page keeps: its head, and the rest counted
+        long_log = store.add_node(ids["run"], ids["seed"], "__global__ void k( {}\n", proposer="llm")
+        store.finish_node(long_log, {"status": "compile_error", "build_log": "e" * 7000}, status="failed")
+        shown = report_data(store, ids["run"])["details"]["nodes"][long_log]["build_log"]
+    assert shown == "e" * 6000 + "\n... (1000 more characters in the database)"
     assert "build_log" not in nodes[warned] and nodes[warned]["verify_facts"] == "max_abs_err 2"

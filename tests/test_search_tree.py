@@ -25,3 +25,10 @@ def test_widening_limit_grows_with_visits():
         n.visits = v
         limits.append(n.widening_limit(2.0, 0.5))
     assert limits == [2, 2, 4, 6, 8]
+
+
+def test_a_nodes_repr_is_one_line_without_its_subtree():
+    root = Node(0, None, "__global__ void k() {}")
+    child = Node(1, root, "__global__ void k() { }", edit="pad tile", visits=3)
+    root.children.append(child)
+    assert repr(root) == "Node(0, '', pending, None, n=0)" and repr(child) == "Node(1, 'pad tile', pending, None, n=3)"

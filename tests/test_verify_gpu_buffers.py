@@ -147,3 +147,16 @@ def test_without_pycuda_opening_a_gpu_is_a_harness_error_saying_what_to_install(
     monkeypatch.setitem(sys.modules, "pycuda.driver", None)
     g, failed = gpu._open_gpu(0)
     assert g is None and failed.status == "harness_error" and "pip install 'optiml-kernels[gpu]'" in failed.message
+
+
+def test_a_jobs_phases_add_up_each_time_a_phase_runs(tmp_path, monkeypatch):
+    """The child's Stage: each phase's seconds, summed over its runs (the parent shows them per job)."""
+    clock = iter([10.0, 10.5, 20.0, 20.25, 30.0, 31.0])
+    monkeypatch.setattr(gpu.time, "perf_counter", lambda: next(clock))
+    stage = gpu.Stage(tmp_path / "stage.txt")
+    for name in ("verify", "verify", "time"):
+        with stage.phase(name):
+            pass
+    assert stage.phases == {"verify": 0.75, "time": 1.0}
+    stage("timing: warm-up")
+    assert (tmp_path / "stage.txt").read_text() == "timing: warm-up"
