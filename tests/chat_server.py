@@ -34,6 +34,7 @@ class Fail:
     status: int = 500
     message: str = "the scripted server failed on purpose"
     retry_after_ms: int = 20        # keeps the SDK's retry wait short
+    body: object = None             # the error body as sent, in place of OpenAI's {"error": {"message": ...}}
 
 
 @dataclass
@@ -73,9 +74,9 @@ class ChatServer:
                                       {"x-should-retry": "false"})
                 if isinstance(item, Fail):
                     server.served.append({"kind": "fail", "status": item.status})
-                    return self._send(item.status, {"error": {"message": item.message, "type": "server_error",
-                                                              "param": None, "code": None}},
-                                      {"retry-after-ms": str(item.retry_after_ms)})
+                    body = item.body if item.body is not None else {
+                        "error": {"message": item.message, "type": "server_error", "param": None, "code": None}}
+                    return self._send(item.status, body, {"retry-after-ms": str(item.retry_after_ms)})
                 if isinstance(item, Delay):
                     server._stop.wait(item.seconds)
                     item = Reply(item.then)

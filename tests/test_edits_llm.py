@@ -249,3 +249,19 @@ def test_importing_the_proposer_does_not_import_openai():
     code = "import sys, optiml.edits.llm; assert 'openai' not in sys.modules, 'openai imported'"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("body, said", [
+    ({"object": "error", "message": "context too long", "code": 400}, "HTTP 400: context too long"),   # vLLM's form
+    ({"error": {"error": {"message": "no such model"}}}, "HTTP 400: no such model"),                   # a proxy's nesting
+    ({"object": "error", "code": 400}, "HTTP 400: Error code: 400"),
+    ({"error": "model 'x' not found"}, "HTTP 400: model 'x' not found"),                               # Ollama's form
+    ({"error": {"error": "rate limited"}}, "HTTP 400: rate limited"),
+], ids=["a_message_at_the_top", "a_nested_error", "no_message", "an_error_string", "a_nested_error_string"])
+def test_a_servers_error_is_said_by_its_own_message_wherever_its_body_keeps_it(chat_server, body, said):
+    """An HTTP error's sentence in the server's own words: the body's message, its nested error's
+    message, or the error's text (Ollama answers {"error": "..."}); else the client's own text,
+    which names the code. No form of body is a crash."""
+    chat_server.script(Fail(400, body=body), PAD)
+    ps = proposer(chat_server, max_retries=0).propose(view(), 1, random.Random(1))
+    assert [p.error for p in ps] == [f"llm request failed: {said}"]

@@ -76,15 +76,29 @@ def _usage(response, name: str):
     return int(v) if isinstance(v, (int, float)) else None
 
 
+def _error_text(body) -> str | None:
+    """The server's own words in an HTTP error's body as the client hands it over: OpenAI's and vLLM's
+    ``message``, a proxy's nested ``error`` (an object with a message, or a string), or the text
+    itself (Ollama's ``{"error": "..."}`` reaches here as its string)."""
+    if isinstance(body, str):
+        return body.strip() or None
+    if not isinstance(body, dict):
+        return None
+    if body.get("message"):
+        return str(body["message"])
+    inner = body.get("error")
+    if isinstance(inner, dict):
+        return str(inner.get("message") or "") or None
+    return inner if isinstance(inner, str) and inner.strip() else None
+
+
 def _failure(e: Exception, timeout_s: float) -> str:
     import openai
 
     if isinstance(e, openai.APITimeoutError):
         why = f"no answer within the {timeout_s:g} s timeout"
     elif isinstance(e, openai.APIStatusError):
-        body = e.body if isinstance(e.body, dict) else {}
-        msg = body.get("message") or (body.get("error") or {}).get("message") if body else None
-        why = f"HTTP {e.status_code}: {' '.join(str(msg or e.message).split())[:200]}"
+        why = f"HTTP {e.status_code}: {' '.join(str(_error_text(e.body) or e.message).split())[:200]}"
     elif isinstance(e, openai.APIConnectionError):
         why = f"cannot reach the server ({' '.join(str(e).split())[:200]})"
     else:
