@@ -24,3 +24,14 @@ def test_a_tried_childs_speedup_reads_faster_from_1_00x_and_slower_under_it():
                      Attempt("vec", "ok", speedup=1.3)])
     assert [ln for ln in lines if ln[:1].isdigit()] == ['1. "pad" -> ok, 1.00x faster', '2. "unroll" -> ok, 0.97x (slower)',
                                                         '3. "vec" -> ok, 1.30x faster']
+
+
+def test_a_long_message_is_one_line_of_300_characters_at_most():
+    """A compile log as an attempt's message: its whitespace made single spaces, cut to 300 with '...'."""
+    log = "kernel.cu(12): error: identifier \"tile\" is undefined\n\n" + "x" * 400
+    (line,) = [ln for ln in history([Attempt("tile it", "compile_error", message=log)]) if ln[:1].isdigit()]
+    shown = line.split(" -> compile_error: ", 1)[1]
+    assert len(shown) == 300 and shown.endswith("...") and "\n" not in shown
+    assert shown.startswith('kernel.cu(12): error: identifier "tile" is undefined xxx')
+    short = [ln for ln in history([Attempt("tile it", "compile_error", message="x" * 300)]) if ln[:1].isdigit()]
+    assert short == ['1. "tile it" -> compile_error: ' + "x" * 300]
