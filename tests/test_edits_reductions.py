@@ -145,6 +145,18 @@ def test_a_shuffle_tail_on_a_named_block_is_checked_at_compile_time(tmp_path):
         assert r.returncode != 0 and "warp-shuffle tail" in r.stderr
 
 
+@pytest.mark.parametrize("start, block", [("blockDim.x / 2", 256), ("(blockDim.x / 2)", 256),
+                                          ("blockDim.x >> 1", 256), ("128", 256), ("64", 128)],
+                         ids=["half_the_block", "in_parentheses", "shifted", "a_literal", "the_launchs_half"])
+def test_a_tree_from_half_a_literal_block_is_shuffled_at_that_block(tmp_path, start, block):
+    """The tree's start read against the spec's literal block: half of it, however written."""
+    src = BLOCK_SUM.replace("int s = 128", f"int s = {start}").replace("sh[256]", f"sh[{block}]")
+    ts, why = warp_shuffle(src, "block_sum", ((f"cdiv(n, {block})",), (block,), 0))
+    assert why is None and len(ts) == 1 and f"static_assert(({block}) >= 64" in ts[0].source, ts[0].source[:400]
+    other = warp_shuffle(BLOCK_SUM.replace("int s = 128", "int s = 64"), "block_sum", LAUNCH)   # a quarter: not known
+    assert other[0] == []
+
+
 def test_a_tree_that_is_not_a_guarded_add_is_not_shuffled():
     maxtree = BLOCK_SUM.replace("if (t < s) sh[t] += sh[t + s];", "if (t < s) sh[t] = fmaxf(sh[t], sh[t + s]);")
     ts, why = warp_shuffle(maxtree, "block_sum", LAUNCH)
