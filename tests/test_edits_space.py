@@ -6,7 +6,10 @@ import statistics
 import sys
 from pathlib import Path
 
+import pytest
+
 from optiml.edits.rules import RulesProposer
+from optiml.edits.space import SpaceMoves
 from optiml.edits.types import Measured, NodeView
 from optiml.spec import load_spec
 from optiml.spec.space import TuneSpace, apply_point, read_point
@@ -122,3 +125,16 @@ def test_a_memory_bound_stencil_spends_few_evaluations_on_flags():
     assert len(edits) <= 10, edits         # not the same __restrict__ or launch bounds again and again
     assert not any("use_fast_math" in n.edit for n in flags)
     assert read_point(best.source, spec.entry, spec.tune) == {"BLOCK_X": 64, "BLOCK_Y": 4, "ROWS_PER_THREAD": 1}
+
+
+def test_the_model_sees_each_values_list_spanning_one_whatever_its_length():
+    """The same measurements at the same relative places of a 3-value and a 5-value list (its ends and
+    its middle) score the middle alike: the model's distances are in units of the list's span."""
+    def middle_score(values):
+        space = TuneSpace((("A", values),))
+        src = "#define A 1\n__global__ void k(float* x) { x[0] = A; }\n"
+        moves = SpaceMoves(space, "k")
+        ends = [Measured(apply_point(src, "k", {"A": v}), (), "ok", ms) for v, ms in ((values[0], 2.0), (values[-1], 1.0))]
+        data, _ = moves._data(ends)
+        return moves.scores([(values[len(values) // 2],)], data)[0]
+    assert middle_score((1, 2, 3)) == pytest.approx(middle_score((1, 2, 3, 4, 5)), abs=1e-9)
