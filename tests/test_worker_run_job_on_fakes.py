@@ -121,3 +121,27 @@ def test_a_device_function_is_loaded_once_a_child(monkeypatch):
     assert worker._device_function(gpu, "torch", "/r/ref.py", "f") is first
     other = worker._device_function(gpu, "cupy", "/r/ref.py", "f")
     assert other is not first and made == [("torch", "/r/ref.py", "f"), ("cupy", "/r/ref.py", "f")]
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_the_timed_launches_are_checked_at_the_timing_size_on_the_host_path(tmp_path, monkeypatch, wrong):
+    """What the candidate wrote on the timed input set against the reference on that set (no gpu_ops:
+    both brought to the host): a check of size set 0, the timing sizes, with the set's seed; wrong
+    outputs after right verified ones make the job wrong_output with that sentence."""
+    from optiml.verify.inputs import make_case
+
+    spec = load(tmp_path)
+    data = make_case(spec, spec.timing_sizes, 5)
+    right = {"y": (0.5 * data.arrays["x"]).astype("float32")}
+    wrote = dict(data.arrays, y=right["y"] + (1.0 if wrong else 0.0))
+    monkeypatch.setattr(worker, "_reference_outputs", lambda gpu, job, ref, size_index, d, stage: right)
+    result = worker.HarnessResult(Status.OK)
+    set0 = types.SimpleNamespace(data=data, seed=5, download=lambda: wrote)
+    worker._check_after_timing(FakeGpu(), job_of(tmp_path), Stage(tmp_path / "stage.txt"), result, "reference", set0)
+    (check,) = result.checks
+    assert (check.size_index, check.sizes, check.seed, check.passed) == (0, spec.timing_sizes, 5, not wrong)
+    if wrong:
+        assert result.status == Status.WRONG_OUTPUT
+        assert result.message.startswith("the outputs of the timed launches are wrong (verified launches were right): ")
+    else:
+        assert result.status == Status.OK
