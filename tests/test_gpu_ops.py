@@ -576,3 +576,13 @@ def test_gpuops_differs_on_the_fake_driver(fake):
     pa, pb = drv.put(a), drv.put(b)
     assert ops.differs(pa, pb, 1000) and not ops.differs(pa, pb, 997) and ops.count_differing_bytes(pa, pb, 1000) == 1
     assert ops.count_differing_bytes(pa, pb, 0) == 0
+
+
+def test_the_host_argmax_counts_a_non_finite_pair_as_no_error_only_in_the_full_accounting():
+    """host_argmax, the device argmax's NumPy twin: the fast path finds the first |out - ref| equal to
+    the target as computed; the full accounting (finite pairs only) reads a non-finite pair as 0."""
+    out, ref = np.array([np.inf, 1, 1], np.float32), np.array([1, 1, 3], np.float32)
+    assert gpu_ops.host_argmax(out, ref, "float32", gpu_ops.FULL, 0.0) == 0
+    assert gpu_ops.host_argmax(out, ref, "float32", gpu_ops.FAST, 0.0) == 1
+    assert gpu_ops.host_argmax(out, ref, "float32", gpu_ops.FULL, 2.0) == 2
+    assert gpu_ops.host_argmax(out, ref, "float32", gpu_ops.FAST, float("inf")) == 0
