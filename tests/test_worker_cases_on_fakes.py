@@ -171,3 +171,18 @@ def test_the_timing_sizes_reference_case_is_kept_and_the_one_kept_before_is_free
         assert keep == {"timing_ref": ref_case} and pair.ref_case is None
     assert freed == ["first"]
 
+
+
+def test_a_device_pair_is_judged_on_its_cases_at_its_size_set(tmp_path, monkeypatch):
+    """DeviceCasePair.judge: device_case.judge of the candidate's case against the reference's, with
+    the case's size index and sizes (a FAKE judge records them; comparing on the GPU is tests/gpu's)."""
+    import optiml.verify.device_case as device_case
+
+    seen = []
+    monkeypatch.setattr(device_case, "judge", lambda gpu, spec, i, sizes, cand, ref: seen.append((i, sizes, cand, ref))
+                        or "the verdict")
+    job = a_job(tmp_path, reference=True)
+    pair = worker.DeviceCasePair(FakeGpu(), job, job.cases[0], {"N": 77})
+    pair.ref_case, pair.cand_case = "reference case", "candidate case"
+    assert pair.judge() == "the verdict"
+    assert seen == [(1, {"N": 77}, "candidate case", "reference case")]
