@@ -116,6 +116,16 @@ def test_the_epilogue_computes_the_references_chain(tmp_path, forward, value):
     assert f"const float optiml_v1 = {value}; return optiml_v1;" in epilogue, epilogue
 
 
+@pytest.mark.parametrize("forward, said", [
+    ("return torch.tanh(F.linear(x, w, bias) + r)\n", "epilogue tanh((acc + bias) + r) (from the reference)"),
+    ("return torch.sigmoid(F.linear(x, w, bias)) * r\n", "epilogue (sigmoid(acc + bias) * r) (from the reference)"),
+], ids=["a_function_of_a_sum", "a_product_of_a_function"])
+def test_the_epilogue_is_described_with_one_pair_of_parentheses_a_call(tmp_path, forward, said):
+    src, spec = _spec(tmp_path, forward)
+    made, why = template_transforms(src, "k", spec)
+    assert made and said in made[0].rationale, why or made[0].rationale
+
+
 def test_a_reduction_after_the_product_overrides_a_cuda_reading_as_a_gemm(tmp_path):
     """The kernel's store of the accumulator reads as a GEMM (offered without a reference); the
     reference normalizes the rows after the product, so no GEMM template is offered."""
