@@ -403,3 +403,13 @@ def test_a_kernel_writing_one_value_a_block_gets_no_block_knob():
     assert ts == [] and "one value a block (partial[blockIdx.x])" in why
     ts, why = tie_block_literal((here / "block_sum.cu").read_text(), "block_sum", launch)   # an atomic into one value: free
     assert [t.edit for t in ts] == ["knob OPTIML_BLOCK_SIZE = 256"] and why is None
+
+
+@pytest.mark.parametrize("ty, edits", [("double", ["TILE 4 -> 2"]), ("long long", ["TILE 4 -> 2"]),
+                                       ("size_t", ["TILE 4 -> 2"]), ("float", ["TILE 4 -> 2", "TILE 4 -> 8"])])
+def test_shared_memory_is_counted_at_each_elements_size(ty, edits):
+    """TILE * 1024 elements of shared memory: 32 KiB of doubles (8 bytes) at TILE 4, so 8 would be
+    64 KiB, past the 48 KiB of static shared memory; of floats, 32 KiB at 8 fits."""
+    src = (f"#define TILE 4\n__global__ void k({ty}* x) {{ __shared__ {ty} s[TILE * 1024]; s[threadIdx.x] = "
+           "x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[1023 - threadIdx.x]; }\n")
+    assert [t.edit for t in tune_constants(src, "k")] == edits
