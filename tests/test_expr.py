@@ -1,7 +1,7 @@
 import pytest
 
 from optiml.errors import ExprError
-from optiml.expr import MAX_INT, evaluate, evaluate_int, names_in, show
+from optiml.expr import MAX_INT, MAX_TEXT, evaluate, evaluate_int, names_in, show
 from optiml.source import parse_source
 
 
@@ -143,3 +143,9 @@ def test_what_is_no_number_is_said_with_its_field(expr, env, said):
 def test_not_and_a_bool_size_are_integers():
     assert evaluate("not N", {"N": 3}) == 0 and evaluate("not N", {"N": 0}) == 1
     assert evaluate("N + 1", {"N": True}) == 2 and type(evaluate("N", {"N": True})) is int
+
+
+def test_an_expression_of_exactly_the_longest_length_evaluates():
+    assert evaluate(" " * (MAX_TEXT - 1) + "N", {"N": 4}) == 4
+    with pytest.raises(ExprError, match=f"is {MAX_TEXT + 1} characters long; at most {MAX_TEXT} are allowed"):
+        evaluate(" " * MAX_TEXT + "N", {"N": 4})
