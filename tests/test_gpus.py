@@ -114,3 +114,13 @@ def test_a_gpu_is_available_when_nvidia_smi_lists_one_and_pycuda_is_installed(fa
     # a driver that is not loaded: nvidia-smi fails (NVIDIA-SMI has failed ..., exit 9)
     fake_smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver'\nexit 9\n")
     assert not gpu_available()
+
+
+def test_an_nvidia_smi_that_cannot_run_is_no_gpu_and_no_error(fake_smi, monkeypatch):
+    """nvidia-smi on PATH but broken (its interpreter gone, say): what it would say is nothing."""
+    from optiml.gpus import gpu_available, gpu_facts, smi, visible_gpus
+
+    fake_smi.write_text("#!/nonexistent/interpreter\n")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: object())     # pycuda "installed"
+    assert smi("-L") == "" and gpu_facts() == (None, None) and visible_gpus() == []
+    assert not gpu_available()
