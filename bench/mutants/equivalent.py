@@ -23,8 +23,6 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/dtypes.py", "9221365074855181009", "a NaN's payload, made and checked by one function"),
     ("optiml/draft/trial.py", "got.reshape(-2)", "numpy reads any negative size in reshape as the one unknown"),
     ("optiml/verify/compare.py", "b.reshape(-2)", "numpy reads any negative size in reshape as the one unknown"),
-    ("optiml/verify/sanitize_child.py", "            return None",
-     "the exit of a child whose parent is gone (the parent says go, or kills the child at its deadline)"),
     ("optiml/edits/atomics.py", "sub is not None or", "an identifier always has a parent; only a subscript has indices"),
     ("optiml/edits/reductions.py", "return None", "a value read only for its truth"),
     ("optiml/edits/atomics.py", 'text[i - 1:i + 2] != "&"',
