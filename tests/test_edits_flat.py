@@ -136,6 +136,8 @@ RECOGNISED = [
      "map", ["x"], [], [], "y[i] = optiml_e_x * 2.f;"),
     ("a member of an element in a constructor", "__global__ void k(const float2 *x, float *y, int n) { int i = "
      "blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float t(x[i].x); y[i] = t; } }", N, "map", [], ["y"], [], None),
+    ("another index declared from the element's", ONE.format("if (i < n) { int j = n - 1 - i; y[i] = x[i] + x[j]; }"),
+     N, "map", ["x"], ["y"], [], "int j = n - 1 - i; optiml_o_y = optiml_e_x + x[j];"),
     ("a member of an element passed by value", "__global__ void k(const float2 *x, float *out, int n) { int i = "
      "blockIdx.x * blockDim.x + threadIdx.x; if (i < n) atomicAdd(out, hypotf(x[i].x, x[i].y)); }", SUM, "reduce",
      [], [], [], "optiml_acc = optiml_acc + (OPTIML_ACC)(hypotf(x[i].x, x[i].y));"),

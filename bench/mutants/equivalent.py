@@ -65,6 +65,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
      "the parse tree gives every function definition a body (an unterminated one, a try block, a deleted one)"),
     ("optiml/runner/stages.py", "if digest is None:\n            return None",
      "_reused's answer is read only for its truth"),
+    ("optiml/edits/templates/flat_body.py", 'self._stores(alt, name)\n        return None',
+     "_stores's answer is read only for its truth"),
     ("optiml/profiler/ncu.py", '"--version"], 61)', "the bound on `ncu --version`, which answers in well under a second"),
     ("optiml/runner/judge.py", "d_rel is None and t.rel_rms is None", "a spec's rel_rms is None exactly for integer dtypes"),
     ("optiml/runner/runner.py", "sum(2 for it", "the upstream count is only compared with 0"),
