@@ -203,6 +203,18 @@ REFUSED = [
     ("a block tree", (BENCH / "templates" / "rewrites" / "block_sum.cu").read_text().replace("block_sum(", "k("), SUM,
      "threads cooperate outside the per-element code"),
     ("a write elsewhere", ONE.format("if (i < n) y[i + 1] = x[i];"), N, "a write of y at another index"),
+    ("no per-element code", ONE.format("if (i < n) { }"), N, "not templated: the per-element code is empty"),
+    ("an array passed whole", "__device__ float at(const float* p, int i) { return p[i]; }\n" +
+     ONE.format("if (i < n) y[i] = at(x, i);"), N, "not templated: x is passed whole to a function in the per-element code"),
+    ("pointer arithmetic", ONE.format("if (i < n) y[i] = *(x + i);"), N,
+     "not templated: x is used as a pointer in the per-element code"),
+    ("the total read back", "__global__ void k(const float *x, float *out, int n) { int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; if (i < n) atomicAdd(out, x[i] + out[0]); }", SUM,
+     "not templated: out, the atomic's target, is also read or written"),
+    ("two atomic operations", "__global__ void k(const int *x, int *out, int n) { int i = blockIdx.x * blockDim.x + "
+     "threadIdx.x; if (i < n) { atomicAdd(out, x[i]); atomicMax(out, x[i]); } }",
+     spec_of(arg("x", "input", ("n",), "int32"), arg("out", "inout", (1,), "int32"), sizes=("n",)),
+     "not templated: more than one atomic target or operation"),
     ("an output read elsewhere", ONE.format("if (i < n) y[i] = x[i] + (i > 0 ? y[i - 1] : 0.f);"), N,
      "y is written at the element and read at another index"),
     ("an early return inside", ONE.format("if (i < n) { if (x[i] < 0.f) return; y[i] = x[i]; }"), N, "leaves early"),
