@@ -39,6 +39,9 @@ def test_launch_comment_is_read():
 @pytest.mark.parametrize("comment,message", [
     ('// optiml:launch grid = 4', "cannot read"),
     ('// optiml:launch {grid = [4], threads = [2]}', "unknown key"),
+    ('// optiml:launch [1, 2]', r"line 1: the '// optiml:launch' comment must hold an inline table \{grid = \[\.\.\.\], "
+     r"block = \[\.\.\.\]\}\.$"),
+    ('// optiml:launch {grid = [1]', r"line 1: cannot read the '// optiml:launch' comment \(Unclosed inline table"),
 ])
 def test_bad_launch_comment_is_one_sentence(comment, message):
     with pytest.raises(SpecError, match=message):
