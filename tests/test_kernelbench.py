@@ -351,3 +351,21 @@ def test_init_kernelbench_says_what_is_wrong_in_one_sentence(tmp_path, task, ker
     r = CliRunner().invoke(main, ["init", str(k), "--kernelbench", str(t), "--no-test"])
     assert_one_sentence_error(r, said.format(task=t, kernel=k))
     assert not (tmp_path / "relu.toml").exists()
+
+
+def test_a_kernel_with_more_pointers_than_the_task_has_arrays_gets_todo_lines_and_no_test(tmp_path):
+    """A pointer the task has no array for is drafted as a TODO (dtype, role, shape), and the launch is
+    not tested, saying why; the spec still loads."""
+    need_torch()
+    (tmp_path / "task.py").write_text(GOOD_TASK)
+    k = tmp_path / "relu.cu"
+    k.write_text("__global__ void relu(const float* x, float* y, float* scratch, int n) { int i = blockIdx.x * "
+                 "blockDim.x + threadIdx.x; if (i < n) { scratch[i] = x[i]; y[i] = fmaxf(x[i], 0.f); } }\n")
+    text, ref = draft_kernelbench(tmp_path / "task.py", k.read_text(), k, test=True)
+    (tmp_path / "relu_ref.py").write_text(ref)
+    scratch = text[text.index('name = "scratch"'):].split("\n\n")[0]
+    assert scratch == ('name = "scratch"\ndtype = "float32"  # TODO: the task has 2 arrays; what is this pointer?\n'
+                       'role = "input"  # TODO\nshape = [1]  # TODO')
+    assert "(not tested: the kernel's pointers and the task's arrays differ in number)" in text
+    (tmp_path / "relu.toml").write_text(text)
+    assert [a.name for a in load_spec(tmp_path / "relu.toml", k).args] == ["x", "y", "scratch", "n"]
