@@ -128,3 +128,33 @@ def test_a_spec_baseline_is_verified_timed_and_recorded_with_the_best(tmp_path, 
     assert base["median_ms"] == pytest.approx(1.28) and "message" not in base
     with TraceStore(tmp_path / "t.db", create=False) as store:
         assert store.run(result.run_id)["result"]["baseline"] == base
+
+
+class WrongOnFreshInputsBelow128(FakeBlockWorker):
+    """The FAKE worker, but a kernel of BLOCK under 128 is wrong in the final job (the one with the seed
+    as its baseline: verified again on fresh inputs), right in the search's."""
+
+    def run(self, job, lend=None):
+        if job.baseline is not None and job.candidate.constants["BLOCK"] < 128:
+            return HarnessResult("wrong_output", message="fake: 3 of 4096 elements differ")
+        return super().run(job, lend)
+
+
+def test_a_best_found_wrong_by_the_final_re_verification_is_never_the_kernel_written(tmp_path, monkeypatch):
+    """The search's faster candidates are right on its inputs and wrong on the final job's fresh ones:
+    each is marked wrong_output with the final job's message and the choice made again, down to the
+    seed, which is the kernel written."""
+    fake_gpu_machine(monkeypatch, WrongOnFreshInputsBelow128, FakeSanitizer)
+    monkeypatch.setattr(FakeSanitizer, "under", 0)
+    kernel, _ = write(tmp_path, SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }"), KERNEL)
+    result = run_optimize(OptimizeOptions(kernel=kernel, budget=4, profile=False, db=tmp_path / "t.db",
+                                          arch="sm_90", parallel=1, build_jobs=1))
+    assert "#define BLOCK 128" in result.output.read_text() and result.best_path == ()
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        final = store.run(result.run_id)["result"]
+        block = lambda n: next(ln for ln in store.source(n.source_hash).splitlines() if ln.startswith("#define BLOCK"))
+        wrong = {block(n): store.evaluation(n.id)["result"]["message"]
+                 for n in store.nodes(result.run_id) if store.evaluation(n.id)["status"] == "wrong_output"}
+    assert final["status"] == "ok" and final["message"].startswith("the seed is the best")
+    assert "#define BLOCK 64" in wrong
+    assert set(wrong.values()) == {"wrong in the final re-verification on fresh inputs: fake: 3 of 4096 elements differ"}

@@ -364,11 +364,12 @@ def final_choice(runner, search, baseline, sanitize: bool = False, ids=None):
     """The final choice and figure: the best verified kernel by the search's rule, the search's root
     (the description) left out, and the others within its noise band, verified again and timed
     interleaved with ``baseline`` (the slowest verified strategy) by
-    :func:`optiml.app.optimize.final_timing`; with ``sanitize``, a chosen kernel found unsafe is
-    marked so and the choice made again. Returns (chosen, final); chosen is None when every verified
+    :func:`optiml.app.optimize.final_timing`; a chosen kernel found wrong on the final job's fresh
+    inputs (:func:`optiml.app.optimize.wrong_at_the_end`), or with ``sanitize`` unsafe, is marked so
+    and the choice made again. Returns (chosen, final); chosen is None when every verified
     kernel is unsafe. ``ids``: the search's node ids as the store's, for the figure's words."""
     from ..best import Ranked, choose_best, in_band
-    from .optimize import FINAL_CONTENDERS, final_timing
+    from .optimize import FINAL_CONTENDERS, final_timing, wrong_at_the_end
 
     while True:
         ok = [n for n in search.nodes if n is not search.root and n.status == Status.OK and n.median_ms
@@ -381,6 +382,8 @@ def final_choice(runner, search, baseline, sanitize: bool = False, ids=None):
         best = pick.key
         rivals = [r.key for r in in_band(ranked) if r.key is not best][:FINAL_CONTENDERS - 1]
         chosen, final = final_timing(runner, baseline, best, sanitize=sanitize, rivals=rivals, ids=ids)
+        if chosen is not baseline and wrong_at_the_end(search, chosen, final):
+            continue
         if chosen is baseline and final.get("message", "").startswith("the seed is the best"):
             final["message"] = final["message"].replace("the seed is the best",
                                                         "the slowest verified strategy is also the best", 1)

@@ -490,10 +490,11 @@ def contenders(search, best) -> list:
 
 def sanitized_final(runner, search, best, sanitize: bool = False, ids=None, vendor=None):
     """The final choice and figure (:func:`final_timing` of the search's ``best`` and the other
-    :func:`contenders`); with ``sanitize``, a chosen kernel that compute-sanitizer finds unsafe
-    now is marked so in the search (and its store) and the choice is made again without it,
-    until one passes. Returns (chosen, final); chosen is None when every verified candidate, the
-    seed too, is unsafe. ``ids``: the search's node ids as the store's (for the figure's words)."""
+    :func:`contenders`). A chosen kernel found wrong by the final job's verification on fresh
+    inputs (:func:`wrong_at_the_end`), or, with ``sanitize``, unsafe under compute-sanitizer, is
+    marked so in the search (and its store) and the choice is made again without it, until one
+    passes. Returns (chosen, final); chosen is None when every verified candidate, the seed too, is
+    unsafe. ``ids``: the search's node ids as the store's (for the figure's words)."""
     root = search.root
     while True:
         if best is None:        # only the seed verified, and it is unsafe
@@ -503,6 +504,9 @@ def sanitized_final(runner, search, best, sanitize: bool = False, ids=None, vend
                           "sanitize": dict(root.result.sanitize or {})}
         chosen, final = final_timing(runner, root, best, sanitize=sanitize, rivals=contenders(search, best), ids=ids,
                                      vendor=vendor)
+        if wrong_at_the_end(search, chosen, final):
+            best = search.best()
+            continue
         verdict = final.get("sanitize") or {}
         if verdict.get("status") != "unsafe":
             return chosen, final
@@ -510,6 +514,19 @@ def sanitized_final(runner, search, best, sanitize: bool = False, ids=None, vend
         search.amend(chosen, replace(chosen.result, status=Status.UNSAFE, message=message, sanitize=verdict))
         logger.warning("the chosen candidate (node {}) is unsafe: {}", chosen.id, message)
         best = search.best()
+
+
+def wrong_at_the_end(search, chosen, final: dict) -> bool:
+    """Whether the final job found ``chosen`` wrong on its fresh inputs (``wrong_output``: its own
+    cases or its timed launches; a rival's failure leaves it out instead, and a fault or a timeout
+    there may be the seed's, timed in the same job). Such a kernel is marked ``wrong_output`` in the
+    search and its store, with the final job's message, so that it is never the kernel written."""
+    if chosen is search.root or final.get("status") != Status.WRONG_OUTPUT:
+        return False
+    message = f"wrong in the final re-verification on fresh inputs: {final.get('message') or ''}".rstrip(": ")
+    search.amend(chosen, replace(chosen.result, status=Status.WRONG_OUTPUT, message=message))
+    logger.warning("the chosen candidate (node {}) is {}", chosen.id, message)
+    return True
 
 
 def ensure_calibrated(arch: str) -> None:
