@@ -314,3 +314,30 @@ def test_the_fastest_strategy_unsafe_under_the_sanitizer_is_never_the_kernel_wri
         assert r.exit_code == 0, r.output
         assert "#define BLOCK 256" in out.read_text() and "#define BLOCK 128" not in out.read_text()
         assert statuses["#define BLOCK 256"] == "ok" and "sanitize: passed memcheck" in r.output
+
+
+class WrongOnFreshInputsAt128(FakeBlockWorker):
+    """The FAKE worker, but BLOCK 128 is wrong in the final job (timed with a baseline, on fresh inputs)."""
+
+    def run(self, job, lend=None):
+        if job.baseline is not None and job.candidate.constants.get("BLOCK") == 128:
+            return HarnessResult("wrong_output", message="fake: 5 of 4096 elements differ")
+        return super().run(job, lend)
+
+
+def test_the_fastest_strategy_wrong_in_the_final_re_verification_is_not_the_kernel_written(
+        tmp_path, monkeypatch, chat_server):
+    fake_gpu_machine(monkeypatch, WrongOnFreshInputsAt128, FakeCleanSanitizer)
+    for key in ("OPTIML_LLM_API_KEY", "OPENAI_API_KEY", "OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    chat_server.script("STRATEGY 1: wide\none per thread\nSTRATEGY 2: narrow\none per thread\n",
+                       answer("wide", kernel(256)), answer("narrow", kernel(128)))
+    out = tmp_path / "best.cu"
+    r, db = generate(chat_server, tmp_path, "--strategies", "2", "-o", str(out), "--parallel", "1")
+    assert r.exit_code == 0, r.output
+    assert "#define BLOCK 256" in out.read_text()
+    with TraceStore(db, create=False) as store:
+        narrow = [store.evaluation(n.id) for n in store.nodes(1) if "#define BLOCK 128" in store.source(n.source_hash)]
+    assert [e["status"] for e in narrow] == ["wrong_output"]
+    assert narrow[0]["result"]["message"] == ("wrong in the final re-verification on fresh inputs: fake: 5 of 4096 "
+                                             "elements differ")
