@@ -157,4 +157,28 @@ def test_a_best_found_wrong_by_the_final_re_verification_is_never_the_kernel_wri
                  for n in store.nodes(result.run_id) if store.evaluation(n.id)["status"] == "wrong_output"}
     assert final["status"] == "ok" and final["message"].startswith("the seed is the best")
     assert "#define BLOCK 64" in wrong
-    assert set(wrong.values()) == {"wrong in the final re-verification on fresh inputs: fake: 3 of 4096 elements differ"}
+    assert set(wrong.values()) == {"wrong in the final re-verification on fresh inputs: "
+                                   "fake: 3 of 4096 elements differ"}
+
+
+def test_resuming_a_run_another_live_process_is_searching_is_one_sentence(tmp_path, fake_gpu):
+    """A node the store has running under a live process (this one's pid, this host) means another
+    optiml is on the run: resuming it is refused, and nothing is evaluated twice."""
+    from optiml.errors import UserError
+
+    FakeSanitizer.under = 0
+    kernel, _ = write(tmp_path, SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }"), KERNEL)
+    done = run_optimize(OptimizeOptions(kernel=kernel, budget=2, profile=False, db=tmp_path / "t.db", arch="sm_90",
+                                        parallel=1, build_jobs=1))
+    with TraceStore(tmp_path / "t.db") as store:
+        seed = store.root_node(done.run_id)
+        busy = store.add_node(done.run_id, seed.id, store.source(seed.source_hash).replace("BLOCK 128", "BLOCK 96"),
+                              edit="BLOCK 128 -> 96")
+        store.mark_running(busy)
+        before = len(store.nodes(done.run_id))
+    with pytest.raises(UserError, match=f"run {done.run_id} is being searched by another live optiml process; "
+                                        "wait for it or stop it."):
+        run_optimize(OptimizeOptions(resume=done.run_id, budget=4, db=tmp_path / "t.db", parallel=1, build_jobs=1,
+                                     arch="sm_90", profile=False))
+    with TraceStore(tmp_path / "t.db") as store:
+        assert len(store.nodes(done.run_id)) == before and store.nodes(done.run_id, "running")[0].id == busy
