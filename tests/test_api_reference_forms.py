@@ -49,3 +49,18 @@ def test_a_function_that_cannot_be_pickled_is_one_sentence(tmp_path):
         files_for(tmp_path, locked)
     assert str(e.value).startswith("the reference 'locked' cannot be sent to the GPU child (TypeError: ")
     assert str(e.value).endswith("; give reference='file.py:function'.")
+
+
+def test_without_cloudpickle_a_lambda_is_one_sentence_naming_it_and_a_module_function_is_pickled(tmp_path, monkeypatch):
+    """Plain pickle sends a function of a module by name and cannot send a lambda: the sentence says to
+    install cloudpickle or give a file."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)          # not installed
+    with pytest.raises(UserError) as e:
+        files_for(tmp_path, lambda a, b, n: a + b)
+    assert str(e.value).startswith("the reference '<lambda>' cannot be sent to the GPU child (")
+    assert str(e.value).endswith("); install cloudpickle, or give reference='file.py:function'.")
+    files = files_for(tmp_path / "by_name", threading.active_count)     # a module's function: by name
+    assert tomllib.loads(files.spec.read_text())["reference"]["python"].endswith("vadd_reference.py:reference")
+    assert b"active_count" in (files.spec.parent / "vadd_reference.pkl").read_bytes()
