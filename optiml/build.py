@@ -70,7 +70,9 @@ class BuildResult:
 
     @property
     def errors(self) -> list[str]:
-        return [ln for ln in self.log.splitlines() if re.search(r"\berror\b", ln)]
+        """The log's error lines, without nvcc's closing count (``2 errors detected in the compilation of ...``)."""
+        return [ln for ln in self.log.splitlines() if re.search(r"\berror\b", ln)
+                and not re.match(r"\s*\d+ errors? detected in the compilation of", ln)]
 
     def to_dict(self) -> dict:
         d = asdict(self)

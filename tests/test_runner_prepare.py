@@ -222,3 +222,14 @@ def test_the_strict_tolerances_are_those_of_the_outputs_dtypes():
     tight = spec_from_arrays(widen, args, outputs=["y"], grid=["cdiv(N0, 64)"], block=[64], atol=1e-6, rtol=0.0)
     t = strict_tolerances(tight).tolerance("float32")
     assert (t.atol, t.rtol) == (1e-6, 0.0)
+
+
+def test_a_compile_error_is_its_first_error_and_a_count_of_the_others(tmp_path):
+    """nvcc's first error line, then how many more there are (none said for one; one for two)."""
+    ev, _ = make(tmp_path)
+    one = ev.evaluate(Candidate(KERNEL.replace("alpha * x[i]", "alpha * x[i] + nope1")))
+    two = ev.evaluate(Candidate(KERNEL.replace("alpha * x[i]", "alpha * x[i] + nope1 + nope2")))
+    three = ev.evaluate(Candidate(KERNEL.replace("alpha * x[i]", "alpha * nope3 * x[i] + nope1 + nope2")))
+    assert one.status == two.status == three.status == "compile_error"
+    assert 'identifier "nope1" is undefined' in one.message and "more)" not in one.message
+    assert two.message.endswith(" (and 1 more)") and three.message.endswith(" (and 2 more)"), (two.message, three.message)
