@@ -251,3 +251,41 @@ def test_another_seed_draws_fresh_mutants_the_standing_set_does_not_hold(tmp_pat
     assert len(standing) == len(fresh) == 4
     assert not {m[1:3] for m in standing} & {m[1:3] for m in fresh}
     assert generated.generate(pkg / "small.py", tmp_path, per_module=4) == standing      # the same each time
+
+
+def test_a_mutants_tests_stopped_at_the_limit_leave_nothing_running(tmp_path):
+    """At the limit the tool stops the tests and what they started, also a process that left their
+    process group for a session of its own (nvcc under a builder): none is left holding a core."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+
+    tool = _mutants_module()
+    pids = tmp_path / "pids"
+    script = ("import subprocess, sys, time\n"
+              "quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+              "a = subprocess.Popen(['sleep', '300'], **quiet)\n"
+              "b = subprocess.Popen(['sleep', '300'], start_new_session=True, **quiet)\n"
+              f"open({str(pids)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')\n"
+              "time.sleep(300)\n")
+    t0 = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        tool.run_all_stopped([sys.executable, "-c", script], tmp_path, dict(os.environ), 2.0)
+    assert time.monotonic() - t0 < 30
+    for pid in map(int, pids.read_text().split()):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                state = open(f"/proc/{pid}/stat").read().split()[2]
+            except OSError:
+                break                               # gone
+            if state == "Z":                        # stopped, waiting for its parent (gone too) to be reaped
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"process {pid} is still running")
+    done = tool.run_all_stopped([sys.executable, "-c", "print('ok')"], tmp_path, dict(os.environ), 30.0)
+    assert done.returncode == 0 and done.stdout == "ok\n"

@@ -515,14 +515,61 @@ def copy_repo(src: Path, dst: Path) -> None:
         shutil.copy2(s, d)
 
 
+MARK = "OPTIML_MUTANT_RUN"        # set in a run's pytest environment; every process it starts inherits it
+
+
+def _marked(mark: str) -> list[int]:
+    """The pids whose environment holds ``MARK=mark`` (Linux's /proc; none elsewhere)."""
+    want, pids = f"{MARK}={mark}".encode(), []
+    for d in (os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        if d.isdigit():
+            try:
+                if want in Path(f"/proc/{d}/environ").read_bytes().split(b"\0"):
+                    pids.append(int(d))
+            except OSError:
+                continue
+    return pids
+
+
+def run_all_stopped(cmd, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``subprocess.run`` of ``cmd`` with a limit, and at the limit every process it started stopped too:
+    its process group and whatever left that group (nvcc in a session of its own, started by a
+    builder the timeout interrupted), found by a mark in their environment. Left running, such a
+    compile held a core for 17 minutes and pushed the mutants after it past their own limits.
+    Raises TimeoutExpired, as ``subprocess.run`` does."""
+    mark = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
+    proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env, **{MARK: mark}), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for _ in range(3):                  # a child may start another while its parent is stopped
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                pass
+            for pid in _marked(mark):
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+        try:
+            proc.communicate(timeout=30)    # a process that escaped the mark may still hold the pipes
+        except subprocess.TimeoutExpired:
+            pass
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def pytest(copy: Path, tests, timeout: float) -> tuple[str, float, str]:
     """(outcome, seconds, output tail): 'passed', 'failed' (a test failed, or pytest stopped on an
-    error the code raised while collecting or in a hook), 'timeout' or 'error' (nothing collected)."""
+    error the code raised while collecting or in a hook), 'timeout' (every process it started
+    stopped: :func:`run_all_stopped`) or 'error' (nothing collected)."""
     env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+        p = run_all_stopped(cmd, copy, env, timeout)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - t0, ""
     tail = (p.stdout + p.stderr)[-1500:]
@@ -621,7 +668,7 @@ def make_coverage_map(copy: Path, out: Path, timeout: float) -> tuple[str, float
            "--cov-context=test", "--cov-report=", "--durations=0", "--durations-min=0"]
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+        p = run_all_stopped(cmd, copy, env, timeout)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - t0, ""
     durations_path(out).write_text(json.dumps(seconds_of_tests(p.stdout), indent=0))
