@@ -284,3 +284,11 @@ def test_show_runs_and_export_say_it(tmp_path):
     with TraceStore(db, read_only=True) as store:
         df = to_dataframe(store, run)
     assert {"sol_fraction", "sol_bound", "sol_peaks", "baseline_ratio"} <= set(df.columns)
+
+
+def test_judge_bound_without_peaks_given_is_the_named_gpus_datasheet(tmp_path, monkeypatch):
+    """No calibration cached: the bound for an H100 by its name is the datasheet's 3350 GB/s; a GPU
+    whose name says nothing has none."""
+    monkeypatch.setenv("OPTIML_CACHE_DIR", str(tmp_path))
+    assert speed_of_light_ms((None, 3.35e9), "NVIDIA H100 80GB HBM3") == pytest.approx(1.0)
+    assert speed_of_light_ms((None, 3.35e9), "") is None and speed_of_light_ms((None, 3.35e9), None) is None

@@ -149,3 +149,9 @@ def test_an_expression_of_exactly_the_longest_length_evaluates():
     assert evaluate(" " * (MAX_TEXT - 1) + "N", {"N": 4}) == 4
     with pytest.raises(ExprError, match=f"is {MAX_TEXT + 1} characters long; at most {MAX_TEXT} are allowed"):
         evaluate(" " * MAX_TEXT + "N", {"N": 4})
+
+
+def test_a_string_in_an_expression_is_said_as_only_numbers_allowed():
+    with pytest.raises(ExprError) as e:
+        evaluate("N * 'abc'", {"N": 2}, where="k.toml: f")
+    assert str(e.value) == "k.toml: f: only numbers are allowed in \"N * 'abc'\", not 'abc'."
