@@ -255,7 +255,7 @@ def test_another_seed_draws_fresh_mutants_the_standing_set_does_not_hold(tmp_pat
 
 def test_a_mutants_tests_stopped_at_the_limit_leave_nothing_running(tmp_path):
     """At the limit the tool stops the tests and what they started, also a process that left their
-    process group for a session of its own (nvcc under a builder): none is left holding a core."""
+    process group for one of its own (nvcc under a builder): none is left holding a core."""
     import os
     import subprocess
     import sys

@@ -533,9 +533,10 @@ def _marked(mark: str) -> list[int]:
 
 def run_all_stopped(cmd, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
     """``subprocess.run`` of ``cmd`` with a limit, and at the limit every process it started stopped too:
-    its process group and whatever left that group (nvcc in a session of its own, started by a
-    builder the timeout interrupted), found by a mark in their environment. Left running, such a
-    compile held a core for 17 minutes and pushed the mutants after it past their own limits.
+    its process group and whatever left that group (nvcc, which a builder starts in a process group
+    of its own, under a builder the timeout interrupted), found by a mark in their environment.
+    Left running, such a compile held a core for 17 minutes and pushed the mutants after it past
+    their own limits.
     Raises TimeoutExpired, as ``subprocess.run`` does."""
     mark = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
     proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env, **{MARK: mark}), stdout=subprocess.PIPE,
