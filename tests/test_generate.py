@@ -112,11 +112,16 @@ class FakeCleanSanitizer:
         return SanitizeResult("clean", "passed memcheck", tools=("memcheck",), wall_s=0.01)
 
 
-@pytest.fixture
-def fake_gpu(monkeypatch):
-    fake_gpu_machine(monkeypatch, FakeBlockWorker, FakeCleanSanitizer)
+def fake_parts(monkeypatch, worker, sanitizer) -> None:
+    """The FAKE GPU machine with ``worker`` and ``sanitizer``, and no LLM setting from the environment."""
+    fake_gpu_machine(monkeypatch, worker, sanitizer)
     for key in ("OPTIML_LLM_API_KEY", "OPENAI_API_KEY", "OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    fake_parts(monkeypatch, FakeBlockWorker, FakeCleanSanitizer)
 
 
 def spec_file(tmp_path, text: str = SPEC):
@@ -295,10 +300,8 @@ def test_the_fastest_strategy_unsafe_under_the_sanitizer_is_never_the_kernel_wri
     """Generate with the sanitizer on each new best: the fastest verified strategy (BLOCK 128) is
     unsafe, so the kernel written is the safe one, whichever came first; with none safe, one
     sentence and no file. FAKE GPU parts."""
-    fake_gpu_machine(monkeypatch, FakeBlockWorker, FakeSanitizerUnsafeAt128)
+    fake_parts(monkeypatch, FakeBlockWorker, FakeSanitizerUnsafeAt128)
     monkeypatch.setattr(FakeSanitizerUnsafeAt128, "checks", [])
-    for key in ("OPTIML_LLM_API_KEY", "OPENAI_API_KEY", "OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(key, raising=False)
     names = "".join(f"STRATEGY {i}: block of {b}\none per thread\n" for i, b in enumerate(blocks, 1))
     chat_server.script(names, *(answer(f"block of {b}", kernel(b)) for b in blocks))
     out = tmp_path / "best.cu"
@@ -327,9 +330,7 @@ class WrongOnFreshInputsAt128(FakeBlockWorker):
 
 def test_the_fastest_strategy_wrong_in_the_final_re_verification_is_not_the_kernel_written(
         tmp_path, monkeypatch, chat_server):
-    fake_gpu_machine(monkeypatch, WrongOnFreshInputsAt128, FakeCleanSanitizer)
-    for key in ("OPTIML_LLM_API_KEY", "OPENAI_API_KEY", "OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(key, raising=False)
+    fake_parts(monkeypatch, WrongOnFreshInputsAt128, FakeCleanSanitizer)
     chat_server.script("STRATEGY 1: wide\none per thread\nSTRATEGY 2: narrow\none per thread\n",
                        answer("wide", kernel(256)), answer("narrow", kernel(128)))
     out = tmp_path / "best.cu"

@@ -382,7 +382,7 @@ def final_choice(runner, search, baseline, sanitize: bool = False, ids=None):
         best = pick.key
         rivals = [r.key for r in in_band(ranked) if r.key is not best][:FINAL_CONTENDERS - 1]
         chosen, final = final_timing(runner, baseline, best, sanitize=sanitize, rivals=rivals, ids=ids)
-        if chosen is not baseline and wrong_at_the_end(search, chosen, final):
+        if wrong_at_the_end(search, baseline, chosen, final):
             continue
         if chosen is baseline and final.get("message", "").startswith("the seed is the best"):
             final["message"] = final["message"].replace("the seed is the best",

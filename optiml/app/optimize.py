@@ -504,7 +504,7 @@ def sanitized_final(runner, search, best, sanitize: bool = False, ids=None, vend
                           "sanitize": dict(root.result.sanitize or {})}
         chosen, final = final_timing(runner, root, best, sanitize=sanitize, rivals=contenders(search, best), ids=ids,
                                      vendor=vendor)
-        if wrong_at_the_end(search, chosen, final):
+        if wrong_at_the_end(search, root, chosen, final):
             best = search.best()
             continue
         verdict = final.get("sanitize") or {}
@@ -516,12 +516,13 @@ def sanitized_final(runner, search, best, sanitize: bool = False, ids=None, vend
         best = search.best()
 
 
-def wrong_at_the_end(search, chosen, final: dict) -> bool:
-    """Whether the final job found ``chosen`` wrong on its fresh inputs (``wrong_output``: its own
+def wrong_at_the_end(search, seed, chosen, final: dict) -> bool:
+    """Whether the final job, timed against ``seed`` (the search's root, or generate's slowest
+    strategy), found ``chosen`` wrong on its fresh inputs (``wrong_output``: its own
     cases or its timed launches; a rival's failure leaves it out instead, and a fault or a timeout
     there may be the seed's, timed in the same job). Such a kernel is marked ``wrong_output`` in the
     search and its store, with the final job's message, so that it is never the kernel written."""
-    if chosen is search.root or final.get("status") != Status.WRONG_OUTPUT:
+    if chosen is seed or final.get("status") != Status.WRONG_OUTPUT:
         return False
     message = f"wrong in the final re-verification on fresh inputs: {final.get('message') or ''}".rstrip(": ")
     search.amend(chosen, replace(chosen.result, status=Status.WRONG_OUTPUT, message=message))
