@@ -95,3 +95,18 @@ def test_one_candidate_evaluated_alone_comes_back_as_the_searchs_result_and_its_
     result = ev.evaluate("abc", ())
     assert (result.status, result.median_ms) == ("ok", 3.0)
     assert told == [(3.0, "ok")] and ev.take(99).median_ms == 3.0
+
+
+def test_settle_gives_the_background_verdicts_of_the_candidates_that_have_one_and_nothing_for_the_rest():
+    """Of two finished candidates, one with a background stage (``later``) and one without: ``settle``
+    gives the one verdict to come, for its candidate, and nothing for the other."""
+    runner = FakeRunner()
+    ev = RunnerEvaluator(runner)
+    ev.submit(1, "sanitized", ())
+    ev.submit(2, "plain", ())
+    later = Future()
+    runner.futures["sanitized"].set_result(Evaluation("ok", median_ms=0.5, later=later))
+    runner.futures["plain"].set_result(Evaluation("ok", median_ms=0.7))
+    assert sorted(t for t, _ in ev.wait()) == [1, 2]
+    later.set_result(Evaluation("unsafe", "racecheck: hazard", median_ms=0.5))
+    assert [(t, r.status) for t, r in ev.settle()] == [(1, "unsafe")]

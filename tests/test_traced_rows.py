@@ -109,8 +109,9 @@ def _spec_for(tmp, forward: str, arrays: list, scalars: list, sizes: dict, signa
     for name, role, shape in arrays:
         lines += ["[[args]]", f'name = "{name}"', 'dtype = "float32"', f'role = "{role}"',
                   "shape = [" + ", ".join(f'"{s}"' for s in shape) + "]\n"]
-    for name in scalars:
-        lines += ["[[args]]", f'name = "{name}"', 'dtype = "int32"', 'role = "scalar"', f'value = "{name}"\n']
+    for name in scalars:                 # a size's name, or (name, its value)
+        name, value = name if isinstance(name, tuple) else (name, name)
+        lines += ["[[args]]", f'name = "{name}"', 'dtype = "int32"', 'role = "scalar"', f'value = "{value}"\n']
     lines += ['[launch]\ngrid = ["1"]\nblock = [32]\n', '[reference]\ntorch = "ref.py:reference"\n']
     (tmp / "k.toml").write_text("\n".join(lines))
     src = f"__global__ void k({signature}) {{ }}\n"
@@ -197,7 +198,8 @@ def test_operations_read_from_the_reference_compute_it(tmp_path, forward, arrays
     ("return 3.0 * torch.ones(4, 5, 6)", "the reference's output does not depend on the kernel's arrays"),
     ("x = t['x']\nreturn x * (x[0] @ x[0].t()).sum()", "the reference's mm multiplies two matrices"),
     ("return t['x'] * t['x'].prod(2, keepdim=True)", "the reference's prod is not read as a row-wise or elementwise"),
-    ("x = t['x']\nreturn x + torch.lerp(x, x * 2, 0.5)", "the reference's lerp takes a tensor"),
+    ("x = t['x']\nreturn x + torch.lerp(x, x * 2, 0.5)", "the reference's lerp takes a tensor"),    # x viewed as pairs: 60 rows of 2, neither a size of the spec nor a product of two
+    ("return t['x'].view(-1, 2) * 2", "a dimension of 60 is no size of the spec"),
 ])
 def test_what_the_reference_reading_refuses_it_says(tmp_path, forward, why):
     arrays = [("x", "input", ["B", "C", "D"]), ("y", "output", ["B", "C", "D"])]
@@ -251,3 +253,40 @@ def test_an_array_broadcast_over_part_of_the_reduced_run_is_refused(tmp_path):
                           "const float* x, const float* w, float* y, int B, int C, int D", {"B": 4, "C": 5, "D": 6})
     op, why = read_reference(src, spec.entry, spec)
     assert op is None and "w is broadcast along rows" in why, why
+
+
+def test_a_kernel_read_one_element_a_thread_keeps_its_own_template_where_the_reference_is_a_norm(tmp_path):
+    """A softmax written one output a thread, each thread looping over its row: the kernel's own reading
+    takes it as per-element code (the row reading refuses its store), and the reference reads as a row
+    operation whose output has X's shape. Only a reduction to one value a row is added beside the
+    kernel's own reading, so the search is offered the elementwise template alone, with no reason to
+    give (not a failure of the reference's reading)."""
+    src, _ = _spec_for(tmp_path, "return torch.softmax(t['x'], dim=-1)",
+                       [("x", "input", ["R", "N"]), ("y", "output", ["R", "N"])], ["R", "N"],
+                       {"R": 3, "N": 301}, "const float* x, float* y, int R, int N", {"R": 4, "N": 37})
+    src = src.replace("{ }", """{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= R * N) return;
+    int r = i / N;
+    float m = -INFINITY;
+    for (int j = 0; j < N; ++j) m = fmaxf(m, x[r * N + j]);
+    float s = 0.f;
+    for (int j = 0; j < N; ++j) s += expf(x[r * N + j] - m);
+    y[i] = expf(x[i] - m) / s;
+}""")
+    (tmp_path / "k.cu").write_text(src)
+    spec = load_spec(tmp_path / "k.toml", tmp_path / "k.cu", kernel_source=src)
+    assert isinstance(read_reference(src, spec.entry, spec)[0], RowOp)
+    offers, why = template_transforms(src, spec.entry, spec)
+    assert [t.edit.split(" (")[0] for t in offers] == ["template elementwise"] and why is None, (offers, why)
+
+
+def test_a_kernel_given_the_rows_as_one_product_reads_the_frame_as_the_product_of_its_two_arguments(tmp_path):
+    """An elementwise map over x of B x S x D whose kernel takes rows = B * S and cols = D: the frame's
+    B * S * D elements are the product of the two arguments (no argument is B or S alone)."""
+    src, spec = _spec_for(tmp_path, "return torch.tanh(t['x']) * 2", [("x", "input", ["B", "S", "D"]),
+                          ("y", "output", ["B", "S", "D"])], [("rows", "B * S"), ("cols", "D")],
+                          {"B": 2, "S": 3, "D": 37}, "const float* x, float* y, int rows, int cols",
+                          {"B": 3, "S": 4, "D": 29})
+    op, why = read_reference(src, spec.entry, spec)
+    assert isinstance(op, FlatOp) and (op.n, op.n_size) == ("(rows * cols)", "B * S * D"), why
