@@ -81,6 +81,20 @@ def test_editing_an_included_header_rebuilds(builder, tmp_path):
     assert builder.build(late, ("-O3",), include_dir=tmp_path).ok
 
 
+def test_the_same_source_in_another_folder_is_built_again(builder, tmp_path):
+    """An include the key cannot follow (named by a macro) is read from the kernel's own folder: the
+    same text beside another header is another build, with that header's tile size in its cubin."""
+    src = ('#define PARAMS "params.h"\n#include PARAMS\n'
+           "__global__ void k(float* x) { __shared__ float s[TILE]; s[threadIdx.x] = x[threadIdx.x];"
+           " __syncthreads(); x[threadIdx.x] = s[TILE - 1 - threadIdx.x]; }\n")
+    got = []
+    for tile in (16, 32):
+        (tmp_path / str(tile)).mkdir()
+        (tmp_path / str(tile) / "params.h").write_text(f"#define TILE {tile}\n")
+        got.append(builder.build(src, ("-O3",), include_dir=tmp_path / str(tile)))
+    assert not got[1].cached and [r.entry_resources("k").smem_static for r in got] == [16 * 4, 32 * 4]
+
+
 def test_included_headers_follow_quotes_and_include_folders(tmp_path):
     from optiml.build import _include_dirs, included_headers
 
