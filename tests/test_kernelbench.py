@@ -353,6 +353,36 @@ def test_init_kernelbench_says_what_is_wrong_in_one_sentence(tmp_path, task, ker
     assert not (tmp_path / "relu.toml").exists()
 
 
+@pytest.mark.parametrize("signature, body, scratch", [
+    # a scratch buffer between the inputs: b and the output keep their own pointers (by position, b
+    # went to the scratch buffer and the output to b, a const pointer)
+    ("const float* a, float* part, const float* b, float* out", "part[i] = a[i]; out[i] = part[i] + b[i];", "part"),
+    # a scratch buffer before an output named like none: the output is the pointer only written
+    ("const float* a, const float* b, float* tmp, float* z", "tmp[i] = a[i]; z[i] = tmp[i] + b[i];", "tmp"),
+    # after it, as by position
+    ("const float* a, const float* b, float* z, float* tmp", "tmp[i] = a[i]; z[i] = a[i] + b[i];", "tmp"),
+], ids=["between_the_inputs", "before_the_output", "last"])
+def test_a_scratch_pointer_is_left_out_wherever_it_stands(tmp_path, signature, body, scratch):
+    """A pointer the task has no array for (a scratch buffer): the inputs and the output go to the
+    pointers that fit them (an output never to a const pointer, an input not to one only written), and
+    the one left over is drafted as a TODO."""
+    need_torch()
+    (tmp_path / "task.py").write_text(GOOD_TASK.replace("def forward(self, x):\n        return torch.relu(x)",
+                                                        "def forward(self, a, b):\n        return a + b")
+                                      .replace("return [torch.randn(N)]", "return [torch.randn(N), torch.randn(N)]"))
+    k = tmp_path / "add.cu"
+    k.write_text(f"__global__ void add({signature}, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; "
+                 f"if (i < n) {{ {body} }} }}\n")
+    text, ref = draft_kernelbench(tmp_path / "task.py", k.read_text(), k, test=False)
+    (tmp_path / "add.toml").write_text(text)
+    (tmp_path / "add_ref.py").write_text(ref)
+    spec = load_spec(tmp_path / "add.toml", k)
+    roles = {a.name: (a.role, "TODO" in text[text.index(f'name = "{a.name}"'):].split("\n\n")[0])
+             for a in spec.args if a.role != "scalar"}
+    out = next(n for n in roles if n not in ("a", "b", scratch))
+    assert roles == {"a": ("input", False), "b": ("input", False), out: ("output", False), scratch: ("input", True)}
+
+
 def test_a_kernel_with_more_pointers_than_the_task_has_arrays_gets_todo_lines_and_no_test(tmp_path):
     """A pointer the task has no array for is drafted as a TODO (dtype, role, shape), and the launch is
     not tested, saying why; the spec still loads."""

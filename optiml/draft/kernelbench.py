@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import dtypes as _dt
 from ..errors import SpecError
-from ..source import dtype_of_c_type, index_facts, parse_source
+from ..source import dtype_of_c_type, index_facts, parse_source, pointer_access
 from ..spec.space import detected
 from .kbtask import load_task, task_sizes
 from . import trial as _trial
@@ -268,8 +268,9 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     pointers = [p for p in kern.params if p.is_pointer]
     ints = [p for p in kern.params if not p.is_pointer]
     geo, kernel_shapes = _kernel_shapes(source, kern.name, info, pointers, ints)
-    arrays, dims_of = _match_params(arrays, dims_of, pointers, kernel_shapes)
-    aligned = _aligned_sizes(pointers, ints, kernel_shapes, arrays, dims_of)
+    matched = _matched_pointers(pointers, arrays, pointer_access(source, kern.name))
+    arrays, dims_of = _match_params(arrays, dims_of, matched, kernel_shapes)
+    aligned = _aligned_sizes(matched, ints, kernel_shapes, arrays, dims_of)
     # a size only an integer argument names (a GroupNorm's num_groups) is a size of the spec too
     by_name = {n.lower(): n for n in sizes}
     named += [by_name[p.name.lower()] for p in ints
@@ -311,7 +312,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
                 first = (expr, f"from how the kernel indexes {via}")
             elif _COUNT.fullmatch(p.name) and dims_of:
                 first = (" * ".join(dims_of[0]), f"TODO: read as the element count of "
-                         f"{pointers[0].name if pointers else 'the first array'}; check")
+                         f"{matched[0].name if matched else 'the first array'}; check")
             else:
                 first = (1, "TODO: no size or Model attribute has this name, and no matched array's indexing "
                          f"says which size it is (the task's: {', '.join(named) or 'none'})")
@@ -362,7 +363,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     sets = [(sa, [a[2] for a in arrays]), (sb, [a[3] for a in arrays])]
     tested = _trial.Outcome(False, {n: c[0][0] for n, c in choices.items()}, drafted) if not test else \
         _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, drafted, named, out_dims,
-                          {p.name for p in ints} - sure, source_added=_added(source, pointers, arrays), sizes=sizes,
+                          {p.name for p in ints} - sure, source_added=_added(source, matched, arrays), sizes=sizes,
                           seconds=test_seconds)
     for p in ints:                      # a size a scalar takes is a size of the spec too
         v = tested.scalars.get(p.name) if tested.verified else None
@@ -387,9 +388,10 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     w("]")
     w("")
     args_at = len(lines)
-    for i, p in enumerate(pointers):
+    for p in pointers:
         w("[[args]]")
         w(f"name = {_q(p.name)}")
+        i = next((j for j, q in enumerate(matched) if q is p), len(arrays))
         if i >= len(arrays):
             w(f'dtype = "float32"  # TODO: the task has {len(arrays)} arrays; what is this pointer?')
             w('role = "input"  # TODO')
@@ -488,7 +490,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         dt = _dt.DTYPES.get(ref_args["DTYPES"][name])
         size = dt.itemsize if dt is not None else 4          # a dtype optiml does not know: the spec says so
         terms.append(" * ".join([str(size), *dims]) if dims else str(size))
-    flops = _gemm_flops(source, kern.name, pointers, arrays, dims_of, ints, rename)
+    flops = _gemm_flops(source, kern.name, matched, arrays, dims_of, ints, rename)
     if terms:
         w("[counts]  # TODO: the least traffic, each array once (speed of light; add flops for a compute-bound task)")
         if flops:
@@ -668,6 +670,43 @@ def _name_score(pointer: str, key: str) -> int:
             any(m in prefix for m in ("gemm", "linear", "fc", "matmul", "proj", "dense")):
         score += 1                   # a norm's gamma and beta, a linear layer's w and b
     return score
+
+
+# the names people give a kernel's output pointer
+_OUT_NAMES = {"out", "output", "outputs", "y", "res", "result", "dst", "dest", "c", "o", "ret"}
+
+
+def _matched_pointers(pointers, arrays, access: dict) -> list:
+    """The kernel's pointers the task's arrays (inputs, parameters, then outputs) go to, in order. Where
+    there are as many pointers as arrays or fewer, the first ones. Where there are more (a scratch
+    buffer the task has no array for), the arrays keep their order over the pointers, and of the ways
+    to leave pointers out the one that fits best: an output never on a ``const`` pointer nor on one
+    the kernel never writes, an input or parameter not on one it only writes; then an output on a
+    pointer named like one (``out``, ``y``, ``dst``...) or only written, an input on one only read, a
+    parameter on one named like it (``w`` for a weight); at a tie, the first pointers."""
+    import itertools
+
+    if len(pointers) <= len(arrays) or math.comb(len(pointers), len(arrays)) > 20000:
+        return list(pointers[:len(arrays)]) if len(pointers) > len(arrays) else list(pointers)
+
+    def fit(p, array) -> int:
+        role, key = array[0], array[1]
+        acc = access.get(p.name)
+        known = acc is not None and not acc.unsure
+        if role == "output":
+            if p.is_const or (known and not acc.write):
+                return -100
+            tokens = {t for t in re.split(r"[_\d]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", p.name).lower()) if t}
+            return (2 if tokens & _OUT_NAMES else 0) + (1 if known and not acc.read else 0)
+        score = (-5 if acc.write and not acc.read else 1 if acc.read and not acc.write else 0) if known else 0
+        return score + (_name_score(p.name, key) if role == "param" else 0)
+
+    best, best_score = None, None
+    for slots in itertools.combinations(range(len(pointers)), len(arrays)):
+        score = sum(fit(pointers[i], a) for i, a in zip(slots, arrays))
+        if best_score is None or score > best_score:
+            best, best_score = slots, score
+    return [pointers[i] for i in best]
 
 
 def _match_params(arrays, dims_of, pointers, kernel_shapes):
