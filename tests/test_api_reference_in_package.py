@@ -30,6 +30,11 @@ def test_a_reference_from_a_packages_init_is_importable_in_the_gpu_child(tmp_pat
     finally:
         sys.modules.pop(PACKAGE, None)
     assert tomllib.loads(files.spec.read_text())["reference"]["python"].endswith("vadd_reference.py:reference")
+    _runs_in_a_fresh_interpreter(tmp_path, files)
+
+
+def _runs_in_a_fresh_interpreter(tmp_path, files):
+    """The spec's Python reference computes a + b in a fresh interpreter, as the GPU child would."""
     code = ("import numpy as np; from pathlib import Path; from optiml.spec import load_spec; "
             "from optiml.verify.inputs import make_case; "
             "from optiml.verify.worker import _python_reference, _python_outputs; "
@@ -39,3 +44,12 @@ def test_a_reference_from_a_packages_init_is_importable_in_the_gpu_child(tmp_pat
     env = {**os.environ, "PYTHONPATH": str(ROOT)}          # optiml itself, and not the package's folder
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stderr
+
+
+def test_a_reference_typed_in_an_interactive_session_is_importable_in_the_gpu_child(tmp_path):
+    """A function of ``__main__`` (a notebook, the interactive interpreter): no folder to add to the
+    child's path, and the reference still loads there (pickled by value)."""
+    namespace = {"__name__": "__main__"}
+    exec("def add(a, b, n):\n    return a + b\n", namespace)
+    files = task_files(VADD, args=vadd_args(), workdir=tmp_path / "w", reference=namespace["add"], **VADD_TASK)
+    _runs_in_a_fresh_interpreter(tmp_path, files)

@@ -32,6 +32,7 @@ def test_a_refusals_quoted_code_is_cut_to_sixty_characters_on_one_line():
     assert len(got) == 60 and got.endswith("...")
     assert got == " ".join(long.split())[:57] + "..."
     assert _short("x" * 60) == "x" * 60 and _short("a\n   b") == "a b"
+    assert _short("x" * 61) == "x" * 57 + "..."          # one past: cut
 
 
 def test_the_shared_arrays_are_the_shared_declarations_only():

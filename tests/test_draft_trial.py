@@ -203,3 +203,12 @@ def test_a_rows_length_and_count_are_among_the_sizes_tried():
     got = size_exprs(dims, dims)
     assert "features * dim1 * dim2" in got and "batch_size * features * dim1" in got
     assert got.index("features * dim1 * dim2") < got.index("batch_size * dim2")
+
+
+def test_a_2d_block_side_is_a_tile_constant_whose_square_a_block_holds():
+    """The sides of a square block worth trying are the file's tile constants from 4 to 32 (32 x 32 is
+    1024 threads, a block's most; 33 x 33 is more), then 16, 32 and 8."""
+    from optiml.draft.trial import tile_sizes
+
+    got = tile_sizes({"TILE_A": 32, "TILE_B": 33, "TILE_C": 4, "TILE_D": 3, "OTHER": 16})
+    assert got == ["TILE_A", "TILE_C", "16", "32", "8"], got

@@ -8,6 +8,8 @@ from optiml.edits.types import Attempt, NodeView
 def test_booleans_and_none_are_written_as_words_not_numbers():
     assert fmt(True) == "True" and fmt(False) == "False" and fmt(None) == "None"
     assert fmt(1234567) == "1,234,567" and fmt(0.123456) == "0.1235"
+    # a count from 10^12 on in scientific form (thirteen digits and separators say less)
+    assert fmt(999_999_999_999) == "999,999,999,999" and fmt(10 ** 12) == "1.000e+12" and fmt(-10 ** 12) == "-1.000e+12"
 
 
 def test_a_boolean_in_the_profile_reads_true_or_false():

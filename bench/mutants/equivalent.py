@@ -100,6 +100,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/verify/gpu_timing.py", "max(2, (2 * gpu.l2_bytes)", "the flush size differs only for an L2 under 4 bytes"),
     ("optiml/verify/worker.py", "_reference_failure(result, sizes, e)\n                return None",
      "a value read only for its truth"),
+    ("optiml/cli/doctor.py", "timeout=61).stdout", "a tool's --version waited for a second longer"),
+    ("optiml/draft/emulate.py", ".split())[-601:]", "the emulation's build error quoted one character longer"),
 )
 
 

@@ -314,7 +314,7 @@ def _run_generate(opts: GenerateOptions, on_event, on_progress, on_search_end, o
                           best_path=tuple(best.path()), final=final, output=out, sanitize=sanitize)
 
 
-def _store_root(store, run_id: int, stub: str, description: str) -> int:
+def _store_root(store, run_id: int, stub: str, description: str) -> None:
     """The root node: the description, finished as what it is (no kernel to build)."""
     from ..search.result import Result
 
@@ -323,7 +323,6 @@ def _store_root(store, run_id: int, stub: str, description: str) -> int:
     result = Result(str(Status.SOURCE_ERROR), ROOT_MESSAGE)
     store.finish_node(root, {"status": str(Status.SOURCE_ERROR), "result": result.to_dict(),
                              "verify": {"message": ROOT_MESSAGE}}, "failed")
-    return root
 
 
 def _kernel_text(store, run_id: int, final: dict) -> str:

@@ -35,7 +35,7 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
       optiml build kernel.cu       compile and show registers, shared memory, spills (no GPU needed)
       optiml eval kernel.cu        build, verify against the reference and time it on the GPU
     """
-    ctx.obj = {"verbose": 0 if quiet else verbose, "quiet": quiet}
+    ctx.obj = {"verbose": verbose, "quiet": quiet}        # -q wins where both are read (SearchProgress)
     logger.remove()
     level = "ERROR" if quiet else {0: "WARNING", 1: "INFO"}.get(verbose, "DEBUG")
     logger.add(sys.stderr, level=level, format="<level>{level: <7}</level> {message}")

@@ -361,7 +361,7 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         got = {"input": ins, "param": params, "output": outs}
         return s, [got[role][where] for role, where, *_ in arrays]
     sets = [(sa, [a[2] for a in arrays]), (sb, [a[3] for a in arrays])]
-    tested = _trial.Outcome(False, {n: c[0][0] for n, c in choices.items()}, drafted) if not test else \
+    tested = _trial.Outcome(False) if not test else \
         _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, drafted, named, out_dims,
                           {p.name for p in ints} - sure, source_added=_added(source, matched, arrays), sizes=sizes,
                           seconds=test_seconds)
@@ -593,7 +593,7 @@ def _test_drafts(source, kern, info, arrays, pointers, sets, larger, choices, dr
     from .emulate import HostKernel, params_of, unsupported
 
     def untested(why):
-        return _trial.Outcome(False, {n: c[0][0] for n, c in choices.items()}, drafted, 0, said=f"not tested: {why}")
+        return _trial.Outcome(False, said=f"not tested: {why}")      # its scalars and launch: the draft's
     why = unsupported(source)
     params = params_of(kern)
     if why or params is None:
