@@ -70,3 +70,11 @@ def test_a_kernel_request_lists_the_other_strategies_but_not_its_own(tmp_path):
         [_, alone] = kernel_messages(s, DESCRIPTION, "grid stride", "", others)
         assert "other strategies" not in alone["content"]
         assert "## Strategy\ngrid stride\n" in alone["content"]
+
+
+def test_a_failures_message_is_kept_whole_up_to_its_limit_and_cut_with_dots_past_it():
+    from optiml.generate.prompt import MESSAGE_CHARS, _short
+
+    whole = "e" * MESSAGE_CHARS
+    assert _short(f"  {whole}\n") == whole
+    assert _short(whole + "f") == "e" * (MESSAGE_CHARS - 3) + "..."

@@ -102,6 +102,7 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
      "a value read only for its truth"),
     ("optiml/cli/doctor.py", "timeout=61).stdout", "a tool's --version waited for a second longer"),
     ("optiml/draft/emulate.py", ".split())[-601:]", "the emulation's build error quoted one character longer"),
+    ("optiml/procs.py", "proc.wait(timeout=31)", "the reap after SIGKILL waited for a second longer"),
 )
 
 
