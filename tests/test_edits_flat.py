@@ -40,6 +40,9 @@ RECOGNISED = [
     ("early return", ONE.format("if (i >= n) return; float v = x[i]; y[i] = tanhf(v);"), N, "map", ["x"], ["y"], [],
      "float v = optiml_e_x; optiml_o_y = tanhf(v);"),
     ("reversed guard", ONE.format("if (n > i) { y[i] = x[i] * x[i]; }"), N, "map", ["x"], ["y"], [], None),
+    ("index in parentheses", ONE.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;",
+                                         "int i = (blockIdx.x * blockDim.x + threadIdx.x);").format(
+        "if (i < n) y[i] = x[i] + 1.f;"), N, "map", ["x"], ["y"], [], "optiml_o_y = optiml_e_x + 1.f;"),
     ("grid-stride", "__global__ void k(const float *x, float *y, int n) { for (int i = blockIdx.x * blockDim.x + "
      "threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = x[i] * 3.f; }", N, "map", ["x"], ["y"], [], None),
     ("grid-stride over a stride variable", "__global__ void k(const float *x, float *y, int n) { int idx = threadIdx.x "

@@ -107,6 +107,14 @@ def test_a_literal_that_may_mean_something_else_is_left_alone(body, said):
     assert ts == [] and said in why and "so it is not made a knob" in why
 
 
+def test_a_two_dimensional_shared_array_a_row_per_thread_follows_the_knob():
+    """``__shared__ float pairs[1024][2]``: its first side is the block (a row a thread), made the knob too."""
+    src = ("__global__ void k(const float* x, float* y) {\n    __shared__ float pairs[1024][2];\n"
+           "    pairs[threadIdx.x][0] = x[threadIdx.x];\n    y[threadIdx.x] = pairs[threadIdx.x][0];\n}\n")
+    ts, why = tie_block_literal(src, "k", (("1",), (1024,), 0))
+    assert why is None and "__shared__ float pairs[OPTIML_BLOCK_SIZE][2];" in ts[0].source
+
+
 @pytest.mark.parametrize("launch", [
     (("R",), ("BLOCK",), 0),          # already a name
     (("R",), (100,), 0),              # not a power of two
@@ -413,3 +421,13 @@ def test_shared_memory_is_counted_at_each_elements_size(ty, edits):
     src = (f"#define TILE 4\n__global__ void k({ty}* x) {{ __shared__ {ty} s[TILE * 1024]; s[threadIdx.x] = "
            "x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[1023 - threadIdx.x]; }\n")
     assert [t.edit for t in tune_constants(src, "k")] == edits
+
+
+def test_a_block_tuned_stays_within_the_entrys_literal_launch_bounds():
+    """``__launch_bounds__(256)`` on the entry: a block of 512 would not launch, so BLOCK 256 is tuned
+    down only; without the bounds, up too."""
+    src = ("#define BLOCK 256\n__global__ void __launch_bounds__(256) k(const float* x, float* y, int n) {\n"
+           "    int i = blockIdx.x * BLOCK + threadIdx.x;\n    if (i < n) y[i] = x[i];\n}\n")
+    assert {t.edit for t in tune_constants(src, "k", block=("BLOCK",))} == {"BLOCK 256 -> 128"}
+    free = src.replace("__launch_bounds__(256) ", "")
+    assert {t.edit for t in tune_constants(free, "k", block=("BLOCK",))} == {"BLOCK 256 -> 128", "BLOCK 256 -> 512"}

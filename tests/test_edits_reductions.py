@@ -81,6 +81,9 @@ def test_a_loaded_value_kept_in_a_variable_first_accumulates_too(tmp_path):
     assert "optiml_acc += x[optiml_j] * x[optiml_j];" in ts[0].source
     assert "float v = optiml_acc;" in ts[0].source
     build(tmp_path, ts[0].source)
+    # a loaded value that is not what the shared array is given (scaled on the way): no accumulation
+    scaled = src.replace("sh[t] = v;", "sh[t] = 2.f * v;")
+    assert accumulate_first(scaled, "block_sum", LAUNCH) == ([], None)
 
 
 @pytest.mark.parametrize("change, reason", [
@@ -113,6 +116,17 @@ def test_each_refusal_of_the_accumulation_says_its_own_reason(change, why):
         assert len(ts) == 1 and said is None
     else:
         assert ts == [] and said == why
+
+
+@pytest.mark.parametrize("index", ["blockIdx.x * 256 + threadIdx.x", "threadIdx.x + (int)blockIdx.x * (256)",
+                                   "256 * blockIdx.x + threadIdx.x"])
+def test_a_one_item_index_written_with_the_launchs_block_accumulates_too(index):
+    """The launch's block (256) written in place of blockDim.x, in any of the orders: the same index."""
+    src = BLOCK_SUM.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;", f"int i = {index};")
+    ts, why = accumulate_first(src, "block_sum", LAUNCH)
+    assert why is None and len(ts) == 1 and "optiml_acc += x[optiml_j];" in ts[0].source
+    # the same index with another launch's block is no one-item index there
+    assert accumulate_first(src, "block_sum", (("cdiv(n, 128)",), (128,), 0)) == ([], None)
 
 
 def test_an_accumulation_needs_a_cdiv_grid_and_a_one_item_index():
