@@ -104,8 +104,6 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/draft/emulate.py", ".split())[-601:]", "the emulation's build error quoted one character longer"),
     ("optiml/procs.py", "proc.wait(timeout=31)", "the reap after SIGKILL waited for a second longer"),
     ("optiml/edits/reuse.py", "p in constants):\n            return None", "a value read only for its truth"),
-    ("optiml/edits/templates/rowwise.py", "def _inside(n, edits) -> bool:\n    return None",
-     "an edit inside another is dropped by the nesting filter after the walk"),
 )
 
 

@@ -1033,17 +1033,18 @@ class _Program:
                         continue
                     raise _Refuse(f"not templated: the address of {name}'s element is taken ({_short(_t(up))})")
                 edits.append((n.start_byte, n.end_byte, f"optiml_s_{name}"))
-            elif n.type == "identifier" and _t(n) == var and not _inside(n, edits):
+            elif n.type == "identifier" and _t(n) == var:
                 edits.append((n.start_byte, n.end_byte, "optiml_j"))
-            elif n.type == "identifier" and _t(n) in accs and not _inside(n, edits):
+            elif n.type == "identifier" and _t(n) in accs:
                 edits.append((n.start_byte, n.end_byte, f"optiml_p_{_t(n)}"))
-            elif n.type == "identifier" and _t(n) in self.shared_expr and not _inside(n, edits) and \
+            elif n.type == "identifier" and _t(n) in self.shared_expr and \
                     (n.parent is None or n.parent.type != "subscript_expression"):
                 edits.append((n.start_byte, n.end_byte, f"({self.shared_expr[_t(n)]})"))     # s_rstd: its value
         for s in stores:
             left = s.child_by_field_name("left")
             edits = [e for e in edits if not (left.start_byte <= e[0] < left.end_byte)]
             edits.append((left.start_byte, left.end_byte, "optiml_out"))
+        # an edit inside another (the index of a replaced X[j], a name in a replaced call) goes with it
         edits = [e for e in edits if not any(o is not e and o[0] <= e[0] and e[1] <= o[1] and o != e for o in edits)]
         text = _splice(_t(body), [(a - body.start_byte, b - body.start_byte, r) for a, b, r in edits])
         text = text.strip()
@@ -1080,10 +1081,6 @@ def _base(sub) -> str:
     while sub.type == "subscript_expression":
         sub = sub.child_by_field_name("argument")
     return _t(sub)
-
-
-def _inside(n, edits) -> bool:
-    return any(a <= n.start_byte and n.end_byte <= b for a, b, _ in edits)
 
 
 def _identifiers(node) -> list[str]:
