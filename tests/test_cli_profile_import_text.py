@@ -29,3 +29,16 @@ def test_metrics_without_findings_have_no_diagnosis_heading():
     text = format_metrics({"sm_throughput_pct": 12.5, "dram_bytes": None}, [])
     assert "diagnosis" not in text
     assert text.splitlines() == ["  sm_throughput_pct                  12.5 %"]
+
+
+def test_a_binary_report_without_ncu_is_one_sentence_saying_how_to_export_it(tmp_path, monkeypatch):
+    """A .ncu-rep needs ncu to read it; where none is on PATH, one sentence with the export command."""
+    from tests.conftest import assert_one_sentence_error
+
+    import optiml.profiler.ncu as ncu_module
+
+    monkeypatch.setattr(ncu_module, "find_ncu", lambda: None)     # a machine with no ncu
+    rep = tmp_path / "run.ncu-rep"
+    rep.write_bytes(b"\0binary")
+    r = CliRunner().invoke(main, ["profile", "--import", str(rep)])
+    assert_one_sentence_error(r, "needs ncu on PATH", "ncu -i run.ncu-rep --csv --page raw")

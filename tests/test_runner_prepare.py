@@ -48,6 +48,16 @@ def test_fixed_seed_is_reproducible(tmp_path):
     assert harness.jobs[0].cases == harness.jobs[1].cases
 
 
+def test_a_cases_seed_stays_within_31_bits_from_any_base_seed(tmp_path):
+    """Each case's seed is base + 1000003 n wrapped to 31 bits (NumPy's and the GPU child's range), all
+    distinct, from the largest base seed too."""
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "cache"))
+    for base in (0, 2**31 - 1):
+        seeds = [c.seed for c in prep.cases(base)]
+        assert all(0 <= s < 2**31 for s in seeds) and len(set(seeds)) == len(seeds) == 7, seeds
+        assert seeds[1] == (base + 1_000_003) % 2**31
+
+
 def test_failures_before_the_gpu_are_statuses(tmp_path):
     ev, harness = make(tmp_path)
     r = ev.evaluate(Candidate(KERNEL.replace("BLOCK 128", "BLOCK 2048")))

@@ -104,6 +104,9 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/draft/emulate.py", ".split())[-601:]", "the emulation's build error quoted one character longer"),
     ("optiml/procs.py", "proc.wait(timeout=31)", "the reap after SIGKILL waited for a second longer"),
     ("optiml/edits/reuse.py", "p in constants):\n            return None", "a value read only for its truth"),
+    ("optiml/profiler/model.py", "if not value is not None:", "a debug line only"),
+    ("optiml/runner/prepare.py", "if symbol is None and problem:",
+     "the cubin has no symbol for the entry exactly where entry_problem names a reason"),
 )
 
 
