@@ -186,3 +186,15 @@ def test_a_device_pair_is_judged_on_its_cases_at_its_size_set(tmp_path, monkeypa
     pair.ref_case, pair.cand_case = "reference case", "candidate case"
     assert pair.judge() == "the verdict"
     assert seen == [(1, {"N": 77}, "candidate case", "reference case")]
+
+
+def test_a_reference_on_gpu_arrays_gives_the_outputs_of_its_case_and_frees_it(monkeypatch, tmp_path):
+    """A reference that is a function on GPU arrays (the host path, no gpu_ops): run on a case made from
+    the drawn inputs, and only the output arrays it downloads are the reference's outputs."""
+    monkeypatch.setattr(worker, "DeviceCase", FakeDeviceCase)
+    FakeDeviceCase.made = []
+    gpu, job, stage = FakeGpu(), a_job(tmp_path, reference=False), FakeStage()
+    fn = FakeBaselineFunction()
+    outs = worker._reference_outputs(gpu, job, fn, 1, "drawn data", stage)
+    assert outs == {"y": "y downloaded"} and stage.phases == ["gpu_reference"]
+    assert fn.calls == FakeDeviceCase.made and fn.calls[0].data == "drawn data" and fn.calls[0].freed == 1

@@ -71,6 +71,23 @@ def test_close_lets_the_child_leave_on_its_own(tmp_path, job):
     assert not h.dir.exists()
 
 
+def test_close_kills_a_child_that_does_not_leave_when_its_stdin_closes(tmp_path, job, monkeypatch):
+    """A child stuck after its job (it never reads stdin again) is killed by close(), its whole group,
+    once the wait for it to leave on its own is over."""
+    import optiml.verify.worker_client as worker_client
+
+    monkeypatch.setattr(worker_client, "CLOSE_WAIT_S", 0.5)
+    child = FakeServingChild(tmp_path, per_job='echo \'{"status": "ok"}\' > "$dir/result-$n.json"; '
+                                               'echo "done $n" >&"$fd"; exec sleep 600')
+    h = WorkerHarness(python=str(child.path), timeout_s=30)
+    assert h.run(job).status == "ok"
+    proc = h._proc
+    t0 = time.monotonic()
+    h.close()
+    assert proc.poll() is not None and time.monotonic() - t0 < 10      # not the sleep's 600 s
+    assert not any(ln.startswith("left on its own") for ln in child.lines())
+
+
 def test_close_of_a_child_that_already_left_and_of_none_is_quiet(tmp_path, job):
     child = FakeServingChild(tmp_path, per_job='exit 0')
     h = WorkerHarness(python=str(child.path), timeout_s=30)

@@ -102,6 +102,11 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/draft/emulate.py", ".split())[-601:]", "the emulation's build error quoted one character longer"),
     ("optiml/edits/reuse.py", "p in constants):\n            return None", "a value read only for its truth"),
     ("optiml/profiler/model.py", "if not value is not None:", "a debug line only"),
+    ("optiml/verify/calibrate.py", "blocks * BLOCK, 257)", "the FMA probe's first try: the timed count is scaled from it"),
+    ("optiml/verify/harness.py", "except FileNotFoundError:\n        return 1",
+     "the child's log is opened before its size is ever read"),
+    ("optiml/verify/profiled.py", '"jobs.pkl", ppid):\n            return None', "sys.exit(None) exits 0 too"),
+    ("optiml/verify/timing_stats.py", "round(float(x), 7) for x in a]", "the stored samples a digit finer (0.1 ns)"),
     ("optiml/runner/prepare.py", "if symbol is None and problem:",
      "the cubin has no symbol for the entry exactly where entry_problem names a reason"),
 )

@@ -30,6 +30,7 @@ from loguru import logger
 from ..procs import child_env, kill_group
 
 LOG_KEEP = 1 << 20        # the log is emptied before a job once it holds more than this
+CLOSE_WAIT_S = 10.0       # how long close() lets the child leave on its own before killing it
 from .harness import (DEFAULT_TIMEOUT_S, LOG_LIMIT, POLL_S, HarnessJob, HarnessResult, _read, _size,
                       _tail, child_result)
 
@@ -92,7 +93,7 @@ class WorkerHarness:
         if self._proc is not None and self._proc.poll() is None:
             try:
                 self._proc.stdin.close()
-                self._proc.wait(timeout=10)
+                self._proc.wait(timeout=CLOSE_WAIT_S)
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 pass
         self._close_child()
