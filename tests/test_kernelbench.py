@@ -383,6 +383,22 @@ def test_a_scratch_pointer_is_left_out_wherever_it_stands(tmp_path, signature, b
     assert roles == {"a": ("input", False), "b": ("input", False), out: ("output", False), scratch: ("input", True)}
 
 
+def test_where_the_kernels_use_of_its_pointers_is_not_known_const_still_says_which_is_an_input():
+    """Pointers the kernel hands to code outside the file (nothing known of their reads and writes): an
+    output never goes to a const pointer, even one named like an output, and an input prefers a const
+    one to a writable scratch buffer."""
+    from types import SimpleNamespace as P
+
+    from optiml.draft.kernelbench import _matched_pointers
+
+    def names(pointers, roles):
+        return [p.name for p in _matched_pointers(pointers, [(r, i, None, None) for i, r in enumerate(roles)], {})]
+    assert names([P(name="x", is_const=True), P(name="tmp", is_const=False), P(name="out", is_const=True)],
+                 ["input", "output"]) == ["x", "tmp"]
+    assert names([P(name="a", is_const=True), P(name="part", is_const=False), P(name="b", is_const=True),
+                  P(name="y", is_const=False)], ["input", "input", "output"]) == ["a", "b", "y"]
+
+
 def test_a_kernel_with_more_pointers_than_the_task_has_arrays_gets_todo_lines_and_no_test(tmp_path):
     """A pointer the task has no array for is drafted as a TODO (dtype, role, shape), and the launch is
     not tested, saying why; the spec still loads."""

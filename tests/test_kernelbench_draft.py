@@ -317,3 +317,24 @@ def test_an_input_is_drawn_as_the_task_draws_it_normal_or_flat():
     assert _init_of(torch.tensor(few)).startswith('{ dist = "normal"')
     assert _init_of(torch.tensor(few * 2)).startswith('{ dist = "uniform", low = -0.6, high = 2.6 }')
     assert _init_of(torch.randn(64, 64, generator=g)) == '{ dist = "normal", mean = 0.0, std = 1.0 }'
+
+
+def test_a_dimension_is_named_by_a_size_or_a_product_of_two():
+    """A task dimension that is 12 at one reduced size set and 35 at the other is a * b there (3 * 4,
+    5 * 7); one equal at both with no size is that number; one that follows nothing is not named."""
+    from optiml.draft.kernelbench import _dim_name
+
+    sa, sb = {"a": 3, "b": 4}, {"a": 5, "b": 7}
+    assert (_dim_name(4, 7, sa, sb), _dim_name(12, 35, sa, sb), _dim_name(9, 25, sa, sb)) == ("b", "a * b", "a * a")
+    assert (_dim_name(8, 8, sa, sb), _dim_name(8, 9, sa, sb)) == ("8", None)
+
+
+def test_one_value_is_drawn_around_itself_with_no_deviation():
+    """A tensor of one element (a scalar parameter): normal around its value, deviation 0 (or the least
+    asked), never the NaN a one-element deviation is."""
+    torch = need_torch()
+    from optiml.draft.kernelbench import _drawn_like
+
+    one = torch.tensor([0.5], dtype=torch.float64)
+    assert _drawn_like(one, "s").startswith('{ dist = "normal", mean = 0.5, std = 0 }')
+    assert "std = 0.1 }" in _drawn_like(one, "s", least_std=0.1)

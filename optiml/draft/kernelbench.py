@@ -682,8 +682,9 @@ def _matched_pointers(pointers, arrays, access: dict) -> list:
     buffer the task has no array for), the arrays keep their order over the pointers, and of the ways
     to leave pointers out the one that fits best: an output never on a ``const`` pointer nor on one
     the kernel never writes, an input or parameter not on one it only writes; then an output on a
-    pointer named like one (``out``, ``y``, ``dst``...) or only written, an input on one only read, a
-    parameter on one named like it (``w`` for a weight); at a tie, the first pointers."""
+    pointer named like one (``out``, ``y``, ``dst``...) or only written, an input on one only read or
+    ``const`` (what the kernel does with a pointer it passes to code outside the file is not known),
+    a parameter on one named like it (``w`` for a weight); at a tie, the first pointers."""
     import itertools
 
     if len(pointers) <= len(arrays) or math.comb(len(pointers), len(arrays)) > 20000:
@@ -699,7 +700,7 @@ def _matched_pointers(pointers, arrays, access: dict) -> list:
             tokens = {t for t in re.split(r"[_\d]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", p.name).lower()) if t}
             return (2 if tokens & _OUT_NAMES else 0) + (1 if known and not acc.read else 0)
         score = (-5 if acc.write and not acc.read else 1 if acc.read and not acc.write else 0) if known else 0
-        return score + (_name_score(p.name, key) if role == "param" else 0)
+        return score + (1 if p.is_const else 0) + (_name_score(p.name, key) if role == "param" else 0)
 
     best, best_score = None, None
     for slots in itertools.combinations(range(len(pointers)), len(arrays)):
