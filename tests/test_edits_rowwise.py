@@ -581,12 +581,16 @@ FOLD = """__global__ void k(const float *x, float *y, int rows, int cols) {
 """
 
 
-@pytest.mark.parametrize("stat, read, want", [
-    ("t", "rsqrtf(row_stat / cols + 1e-6f)", "float inv = rsqrtf(optiml_r1_ss / cols + 1e-6f);"),
-    ("rsqrtf(t / cols + 1e-6f)", "row_stat", "float inv = (rsqrtf(optiml_r1_ss / cols + 1e-6f));"),
+@pytest.mark.parametrize("stat, read, want, fold", [
+    ("t", "rsqrtf(row_stat / cols + 1e-6f)", "float inv = rsqrtf(optiml_r1_ss / cols + 1e-6f);", "t += part[w];"),
+    ("rsqrtf(t / cols + 1e-6f)", "row_stat", "float inv = (rsqrtf(optiml_r1_ss / cols + 1e-6f));", "t += part[w];"),
+    # the sum's fold written as an assignment, either way round
+    ("t", "rsqrtf(row_stat / cols + 1e-6f)", "float inv = rsqrtf(optiml_r1_ss / cols + 1e-6f);", "t = t + part[w];"),
+    ("t", "rsqrtf(row_stat / cols + 1e-6f)", "float inv = rsqrtf(optiml_r1_ss / cols + 1e-6f);", "t = part[w] + t;"),
 ])
-def test_one_thread_folding_the_warps_partials_into_a_shared_scalar_gives_the_reduced_value(tmp_path, stat, read, want):
-    src = FOLD.replace("STAT", stat).replace("READ", read)
+def test_one_thread_folding_the_warps_partials_into_a_shared_scalar_gives_the_reduced_value(tmp_path, stat, read, want,
+                                                                                            fold):
+    src = FOLD.replace("STAT", stat).replace("READ", read).replace("t += part[w];", fold)
     op, why = recognize_rowwise(src, "k", ROWS)
     assert op is not None, why
     assert want in [s.body for s in op.steps]
@@ -598,6 +602,10 @@ def test_one_thread_folding_the_warps_partials_into_a_shared_scalar_gives_the_re
     # the partials of a sum folded with a max: not the sum
     (FOLD.replace("STAT", "t").replace("READ", "row_stat").replace("t += part[w];", "t = fmaxf(t, part[w]);"),
      "a branch optiml's row templates do not model"),
+    # the partials of a max folded with a sum: not the max
+    (FOLD.replace("STAT", "t").replace("READ", "row_stat").replace("ss += xr[c] * xr[c];", "ss = fmaxf(ss, xr[c]);")
+     .replace("ss += __shfl_down_sync", "ss = fmaxf(ss, __shfl_down_sync").replace("ss, o);", "ss, o));")
+     .replace("t += part[w];", "t = t + part[w];"), "a branch optiml's row templates do not model"),
     # the fold reads something else besides the partials
     (FOLD.replace("STAT", "t").replace("READ", "row_stat").replace("t += part[w];", "t += part[w] * 2.f;"),
      "a branch optiml's row templates do not model"),

@@ -136,6 +136,9 @@ def test_reduced_sizes_tell_equal_task_sizes_apart():
             assert red["G"] == 8 and all(v < 4096 for v in red.values())
     div = _reduced_divisible(sizes, 128)
     assert all(div[n] % 8 == 0 for n in "MNK")
+    # a size nothing divides keeps its own halved value (odd here), however the others move
+    assert _reduced_divisible({"groups": 12, "channels": 96, "length": 100}, 40) == \
+        {"groups": 12, "channels": 24, "length": 25}
 
 
 def test_a_number_among_the_inputs_is_the_kernels_float_argument_and_the_reference_takes_it(tmp_path):
