@@ -275,6 +275,23 @@ def test_a_mutants_tests_stopped_at_the_limit_leave_nothing_running(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         tool.run_all_stopped([sys.executable, "-c", script], tmp_path, dict(os.environ), 2.0)
     assert time.monotonic() - t0 < 30
+    _all_stopped(pids)
+    done = tool.run_all_stopped([sys.executable, "-c", "print('ok')"], tmp_path, dict(os.environ), 30.0)
+    assert done.returncode == 0 and done.stdout == "ok\n"
+    # tests that end on their own (a failure) and leave a child waiting, its output in a file of its own
+    # (a fake compute-sanitizer's log): it is stopped at their end too
+    left = ("import subprocess\n"
+            "b = subprocess.Popen(['sleep', '300'], start_new_session=True, stdout=subprocess.DEVNULL, "
+            "stderr=subprocess.DEVNULL)\n"
+            f"open({str(pids)!r}, 'w').write(str(b.pid))\n"
+            "raise SystemExit(1)\n")
+    assert tool.run_all_stopped([sys.executable, "-c", left], tmp_path, dict(os.environ), 30.0).returncode == 1
+    _all_stopped(pids)
+
+
+def _all_stopped(pids):
+    import time
+
     for pid in map(int, pids.read_text().split()):
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -287,5 +304,3 @@ def test_a_mutants_tests_stopped_at_the_limit_leave_nothing_running(tmp_path):
             time.sleep(0.05)
         else:
             raise AssertionError(f"process {pid} is still running")
-    done = tool.run_all_stopped([sys.executable, "-c", "print('ok')"], tmp_path, dict(os.environ), 30.0)
-    assert done.returncode == 0 and done.stdout == "ok\n"

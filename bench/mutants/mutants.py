@@ -532,18 +532,18 @@ def _marked(mark: str) -> list[int]:
 
 
 def run_all_stopped(cmd, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    """``subprocess.run`` of ``cmd`` with a limit, and at the limit every process it started stopped too:
-    its process group and whatever left that group (nvcc, which a builder starts in a process group
-    of its own, under a builder the timeout interrupted), found by a mark in their environment.
-    Left running, such a compile held a core for 17 minutes and pushed the mutants after it past
-    their own limits.
+    """``subprocess.run`` of ``cmd`` with a limit, and at the limit or at its end every process it
+    started stopped too: its process group and whatever left that group (nvcc, which a builder starts
+    in a process group of its own, under a builder the timeout interrupted; a fake tool a failing test
+    left waiting), found by a mark in their environment. Left running, such a compile held a core for
+    17 minutes and pushed the mutants after it past their own limits; two fake compute-sanitizers a
+    mutant's failing test left polling took a core's tenth for an hour.
     Raises TimeoutExpired, as ``subprocess.run`` does."""
     mark = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
     proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env, **{MARK: mark}), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+
+    def stop_all():
         for _ in range(3):                  # a child may start another while its parent is stopped
             try:
                 os.killpg(proc.pid, 9)
@@ -554,11 +554,16 @@ def run_all_stopped(cmd, cwd: Path, env: dict, timeout: float) -> subprocess.Com
                     os.kill(pid, 9)
                 except OSError:
                     pass
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_all()
         try:
             proc.communicate(timeout=30)    # a process that escaped the mark may still hold the pipes
         except subprocess.TimeoutExpired:
             pass
         raise
+    stop_all()                              # what the tests left behind (pytest itself has ended)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
