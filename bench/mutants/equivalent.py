@@ -104,6 +104,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/profiler/model.py", "if not value is not None:", "a debug line only"),
     ("optiml/draft/kernelbench.py", "        total = 1\n", "every order's score one more: only their comparison counts"),
     ("optiml/draft/kernelbench.py", "else -12346, ep.dtype)", "another sentinel in an integer output before the emulated launch"),
+    ("optiml/draft/kernelbench.py", "    torch.manual_seed(1)\n",
+     "the task probed with another fixed seed: the draft is as reproducible"),
     ("optiml/edits/templates/rowwise.py", "size // 5 <= 49152",
      "the split forms' points estimate 49152 or 65536 registers and more, never between: the same points fit"),
     ("optiml/verify/calibrate.py", "blocks * BLOCK, 257)", "the FMA probe's first try: the timed count is scaled from it"),
