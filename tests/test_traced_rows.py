@@ -198,7 +198,8 @@ def test_operations_read_from_the_reference_compute_it(tmp_path, forward, arrays
     ("return 3.0 * torch.ones(4, 5, 6)", "the reference's output does not depend on the kernel's arrays"),
     ("x = t['x']\nreturn x * (x[0] @ x[0].t()).sum()", "the reference's mm multiplies two matrices"),
     ("return t['x'] * t['x'].prod(2, keepdim=True)", "the reference's prod is not read as a row-wise or elementwise"),
-    ("x = t['x']\nreturn x + torch.lerp(x, x * 2, 0.5)", "the reference's lerp takes a tensor"),    # x viewed as pairs: 60 rows of 2, neither a size of the spec nor a product of two
+    ("x = t['x']\nreturn x + torch.lerp(x, x * 2, 0.5)", "the reference's lerp takes a tensor"),
+    # x viewed as pairs: 60 rows of 2, neither a size of the spec nor a product of two
     ("return t['x'].view(-1, 2) * 2", "a dimension of 60 is no size of the spec"),
 ])
 def test_what_the_reference_reading_refuses_it_says(tmp_path, forward, why):

@@ -656,9 +656,14 @@ def _kernel_shapes(source, entry, info, pointers, ints) -> tuple[_Geometry, dict
     return geo, out
 
 
+def _name_tokens(name: str) -> set[str]:
+    """The lower-case words of a C name (``gammaWeight2`` -> gamma, weight; ``w_qkv`` -> w, qkv)."""
+    return {t for t in re.split(r"[_\d]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if t}
+
+
 def _name_score(pointer: str, key: str) -> int:
     """How well a kernel's pointer name fits a Model parameter's key (``gemm.weight``)."""
-    tokens = {t for t in re.split(r"[_\d]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", pointer).lower()) if t}
+    tokens = _name_tokens(pointer)
     parts = key.lower().split(".")
     score = 0
     if tokens & _PARAM_NAMES.get(parts[-1], {parts[-1]}) or parts[-1] in tokens:
@@ -688,7 +693,7 @@ def _matched_pointers(pointers, arrays, access: dict) -> list:
     import itertools
 
     if len(pointers) <= len(arrays) or math.comb(len(pointers), len(arrays)) > 20000:
-        return list(pointers[:len(arrays)]) if len(pointers) > len(arrays) else list(pointers)
+        return list(pointers[:len(arrays)])
 
     def fit(p, array) -> int:
         role, key = array[0], array[1]
@@ -697,8 +702,7 @@ def _matched_pointers(pointers, arrays, access: dict) -> list:
         if role == "output":
             if p.is_const or (known and not acc.write):
                 return -100
-            tokens = {t for t in re.split(r"[_\d]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", p.name).lower()) if t}
-            return (2 if tokens & _OUT_NAMES else 0) + (1 if known and not acc.read else 0)
+            return (2 if _name_tokens(p.name) & _OUT_NAMES else 0) + (1 if known and not acc.read else 0)
         score = (-5 if acc.write and not acc.read else 1 if acc.read and not acc.write else 0) if known else 0
         return score + (1 if p.is_const else 0) + (_name_score(p.name, key) if role == "param" else 0)
 
