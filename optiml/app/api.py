@@ -79,8 +79,7 @@ def task_files(kernel, spec=None, *, args: Sequence | None = None, workdir: Path
 
     source = kernel if isinstance(kernel, str) and "__global__" in kernel else read_kernel(Path(kernel))
     reference = task.pop("reference", "seed")
-    data = spec_data_from_arrays(source, args, **{k: v for k, v in task.items()
-                                                  if v is not TASK_KEYWORDS[k] and v != TASK_KEYWORDS[k]})
+    data = spec_data_from_arrays(source, args, **task)          # TASK_KEYWORDS' defaults are the builder's
     entry = data["kernel"]["entry"]
     spec_from_data(data, source)                   # the arguments' mistakes, before any file is written
     temporary = None

@@ -402,7 +402,7 @@ class Generation:
     search rebuilt from the store will give them (their order in the run), so the store's observer
     writes them exactly as it writes a search's."""
 
-    def __init__(self, store, run_id: int, spec, description: str, chat, evaluator, n: int, *, seed: int = 0,
+    def __init__(self, store, run_id: int, spec, description: str, chat, evaluator, n: int, *, seed: int,
                  on_event: Callable[[Event], None] = lambda e: None):
         from .records import StoreObserver, resume_ids, stored_records
 
