@@ -1,5 +1,5 @@
-"""The ncu driver's failure modes with fake ncu executables (shell scripts standing in for ncu),
-and --import of real H100 exports."""
+"""The ncu driver's failure modes with fake ncu executables (shell scripts standing in for ncu) over
+one candidate, and --import of real H100 exports."""
 import json
 import stat
 
@@ -29,41 +29,28 @@ def job(tmp_path):
 def test_missing_ncu_is_a_status(tmp_path):
     p = NcuProfiler(ncu=None)
     p.ncu = None
-    r = p.profile(job(tmp_path))
+    r, = p.profile_batch([job(tmp_path)])
     assert r.status is ProfileStatus.NCU_MISSING and "not found" in r.message
 
 
 def test_permission_error_is_a_status(tmp_path):
     ncu = fake_ncu(tmp_path, 'case "$1" in --version) echo "Version 2025.3.1.0";; --query-metrics) echo "";; '
                              '*) echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"; exit 1;; esac')
-    r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q").profile(job(tmp_path))
+    r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q").profile_batch([job(tmp_path)])[0]
     assert r.status is ProfileStatus.PERMISSION_DENIED and r.wall_s is not None
-
-
-def test_a_single_profile_uses_the_users_own_lock_directory(tmp_path):
-    """ncu's lock file lives in $TMPDIR: the one-candidate path gets the same per-user directory
-    as the batches, so it neither trips on another user's /tmp lock nor races optiml's batches."""
-    import os
-    import tempfile
-
-    seen = tmp_path / "tmpdir.txt"
-    ncu = fake_ncu(tmp_path, f'case "$1" in --version) echo "Version 1";; --query-metrics) echo "";; '
-                             f'*) echo "$TMPDIR" > {seen}; exit 1;; esac')
-    NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q").profile(job(tmp_path))
-    assert seen.read_text().strip() == os.path.join(tempfile.gettempdir(), f"optiml-ncu-{os.getuid()}")
 
 
 def test_an_ncu_that_writes_no_report_says_its_exit_code_and_last_line(tmp_path):
     ncu = fake_ncu(tmp_path, 'case "$1" in --version) echo "Version 1";; --query-metrics) echo "";; '
                              '*) echo "==PROF== Connected to process"; echo "Segmentation fault (core dumped)"; exit 3;; esac')
-    r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q").profile(job(tmp_path))
+    r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q").profile_batch([job(tmp_path)])[0]
     assert r.status is ProfileStatus.ERROR
     assert r.message == "ncu wrote no report (exit code 3): Segmentation fault (core dumped)"
 
 
 def test_timeout_is_a_status(tmp_path):
     ncu = fake_ncu(tmp_path, 'case "$1" in --version) echo "Version 1";; --query-metrics) echo "";; *) exec sleep 600;; esac')
-    r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q", timeout_s=1).profile(job(tmp_path))
+    r = NcuProfiler(ncu=ncu, cache_dir=tmp_path / "q", timeout_s=1).profile_batch([job(tmp_path)])[0]
     assert r.status is ProfileStatus.TIMEOUT
 
 

@@ -1,6 +1,6 @@
 """Driving Nsight Compute on the harness's child process.
 
-The child (``python -m optiml.verify.worker`` in profile mode) launches the candidate once at
+The child (``python -m optiml.verify.worker --profile-batch``) launches each candidate of a batch once at
 the timing size inside an NVTX range ``optiml.profile.<tag>`` (domain ``optiml``); ncu is
 restricted to that range with ``--nvtx --nvtx-include "optiml@optiml.profile.<tag>/"``, runs
 with an explicit ``--clock-control``, writes a report, and the report is imported as a
@@ -103,47 +103,6 @@ class NcuProfiler:
                 logger.warning("ncu --query-metrics gave nothing; requesting the metric list unchecked")
                 self._known, self._dropped = list(self.requested), []
         return self._known, self._dropped
-
-    def profile(self, job, device_name: str = "") -> ProfileResult:
-        """Profile ``job.candidate`` (a HarnessJob) at the timing size."""
-        if self.ncu is None:
-            return ProfileResult.failure(ProfileStatus.NCU_MISSING, "ncu (Nsight Compute) was not found on PATH")
-        t0 = time.perf_counter()
-        metrics, dropped = self.metric_list(device_name)
-        tag = uuid.uuid4().hex[:12]
-        with tempfile.TemporaryDirectory(prefix="optiml-ncu-") as tmp:
-            d = Path(tmp)
-            (d / "job.pkl").write_bytes(pickle.dumps(replace(job, profile_tag=tag, time_it=False)))
-            env = ncu_env()
-            rep = d / "profile"
-            code, out = _run(self._cmd(metrics, [tag], rep, [str(d)]), self.timeout_s, env)
-            wall = time.perf_counter() - t0
-            if code is None:
-                return ProfileResult.failure(ProfileStatus.TIMEOUT, f"ncu did not finish within {self.timeout_s:g} s",
-                                             wall_s=wall, dropped_metrics=dropped)
-            failure = classify_ncu_failure(out)
-            report = rep.with_suffix(".ncu-rep")
-            if failure is not None and not report.exists():
-                status, message = failure
-                return ProfileResult.failure(status, message, wall_s=wall, dropped_metrics=dropped)
-            if not report.exists():
-                return ProfileResult.failure(ProfileStatus.ERROR, f"ncu wrote no report (exit code {code}): "
-                                             + (out.strip().splitlines()[-1] if out.strip() else "no output"),
-                                             wall_s=wall, dropped_metrics=dropped)
-            code, text = _run([self.ncu, "-i", str(report), "--csv", "--page", "raw", "--print-units", "base"], 300)
-            wall = time.perf_counter() - t0
-        try:
-            parsed = parse_raw_csv(text)
-        except ValueError:
-            return ProfileResult.failure(ProfileStatus.REPLAY_FAILED,
-                                         "ncu profiled no launch of the candidate (it may have crashed under replay)",
-                                         raw_csv=text, wall_s=wall, dropped_metrics=dropped)
-        launches = [launch for launch in parsed.launches if any(f"optiml.profile.{tag}" in n for n in launch.nvtx_names)] or parsed.launches
-        if not launches:
-            return ProfileResult.failure(ProfileStatus.REPLAY_FAILED, "the ncu report holds no launch", raw_csv=text, wall_s=wall)
-        values = extract_metrics(launches[-1])
-        return ProfileResult(ProfileStatus.OK, "", metrics=values, diagnosis=[], raw_csv=text, wall_s=wall,
-                             dropped_metrics=dropped)
 
     def _cmd(self, metrics: list[str], includes: list[str], rep: Path, child: list[str]) -> list[str]:
         cmd = [self.ncu, "--nvtx"]

@@ -64,7 +64,7 @@ class HarnessJob:
     cases: tuple[Case, ...]
     time_it: bool = True
     device: int = 0
-    profile_tag: str | None = None          # profile mode: one launch inside NVTX range optiml.profile.<tag>
+    profile_tag: str | None = None          # under ncu: its launch inside NVTX range optiml.profile.<tag>
     baseline: KernelBinary | None = None    # timed interleaved with the candidate (the final speedup)
     rivals: tuple[KernelBinary, ...] = ()   # other candidates timed interleaved with it (after the baseline),
                                             # each verified on the job's cases after the timing

@@ -1,5 +1,5 @@
 """Profile mode of the worker (run under ncu): one launch per candidate inside the NVTX range
-ncu's filter selects, for one candidate or a batch started ahead of its jobs."""
+ncu's filter selects, for a batch started ahead of its jobs."""
 from __future__ import annotations
 
 import contextlib

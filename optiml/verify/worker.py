@@ -27,7 +27,7 @@ from .frameworks import DeviceFunction, FrameworkMissing, returned_values
 from .gpu import DeviceCase, Gpu, KernelFault, Stage, baseline_faults, _free, _launch, _new_case, _open_gpu
 from .harness import HarnessJob, HarnessResult, RivalResult
 from .inputs import CaseData, make_case
-from .profiled import profile_batch, profile_once
+from .profiled import profile_batch
 from .gpu_timing import time_kernels
 from ..status import GPU_FAULTS, Status
 
@@ -348,15 +348,10 @@ def verify_cases(job: HarnessJob, stage: Stage, result: HarnessResult, buffers: 
 
 
 def run_job(gpu: Gpu, job: HarnessJob, stage: Stage) -> HarnessResult:
-    """Verify, then time (and check the timed launches), or profile: one job in an open context."""
+    """Verify, then time (and check the timed launches): one job in an open context (profiling runs
+    under ncu in :func:`optiml.verify.profiled.profile_batch`)."""
     result = HarnessResult(status=Status.OK, device_name=gpu.name, device_pci=gpu.pci)
     gpu.enable_ops(job.ops_cubin)
-    if job.profile_tag:
-        try:
-            profile_once(gpu, job, stage)
-        except (KernelFault, gpu.drv.Error) as e:
-            result.status, result.message = Status.RUNTIME_ERROR, f"while profiling: {e}"
-        return result
     keep: dict = {}
     stage.phases = {}
     try:
