@@ -62,6 +62,9 @@ def test_small_outputs_lower_atol_to_their_magnitude():
     assert parse(value)["atol"] == pytest.approx(2e-9)          # 10 x 1e-4 x 2.5e-6, rounded down
     assert "2.5e-06, measured" in why
     assert parse(draft_tolerance("float32", rms=50.0)[0])["atol"] == 1e-4      # large outputs: the default
+    # the edge: 10 rtol x RMS just under the default atol lowers it; just over keeps it
+    assert parse(draft_tolerance("float32", rms=1e-4 / (10.5 * 1e-4))[0])["atol"] == pytest.approx(9e-5)
+    assert parse(draft_tolerance("float32", rms=1e-4 / (9.5 * 1e-4))[0])["atol"] == 1e-4
 
 
 def test_a_long_reduction_raises_rtol_and_rel_rms_only_past_the_defaults():
