@@ -229,6 +229,21 @@ def test_best_mode_sanitizes_each_candidate_faster_than_every_one_accepted(tmp_p
     assert [r.status for r in results] == ["unsafe" if b in unsafe else "ok" for b in (300, 200, 250, 100, 150)]
 
 
+@pytest.mark.parametrize("mode, sanitized", [("all", [100, 200, 250, 300]), ("asked", [250])])
+def test_all_mode_sanitizes_every_candidate_not_refused_and_asked_mode_those_asked(tmp_path, mode, sanitized):
+    from optiml.runner import Preparer, standard_stages
+
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    fake = BlockSanitizer()
+    asked = {250: True, 150: False}                   # BLOCK 150 submitted with sanitize=False: never
+    with Runner(standard_stages(prep, sanitizer=fake, sanitize=mode), [0], harness_factory=lambda d: FakeTimedHarness(),
+                build_workers=1, workers_per_gpu=1) as runner:
+        results = [runner.evaluate(Candidate(KERNEL.replace("BLOCK 128", f"BLOCK {b}")), sanitize=asked.get(b))
+                   for b in (100, 200, 250, 300, 150)]                     # slower and slower: "all" takes each
+    assert fake.jobs == sanitized
+    assert [r.sanitize is not None for r in results] == [b in sanitized for b in (100, 200, 250, 300, 150)]
+
+
 def test_the_device_is_held_only_for_the_launch(tmp_path):
     """A fake compute-sanitizer whose 'start-up' takes 1 s, then speaks the child's ready/go/finished: the
     two tools' start-ups overlap (one after the other would take 2 s, more than a loaded machine adds)."""
