@@ -207,6 +207,26 @@ def test_evaluations_in_flight_when_the_big_win_arrives_are_withdrawn_and_wait()
     assert not any(n.inflight for n in m.nodes)   # every virtual visit was taken back
 
 
+class FakeQueuedGPURefusing(FakeQueuedGPU):
+    """:class:`FakeQueuedGPU` whose ``withdraw`` refuses every time, as the runner does for a
+    candidate already on the GPU."""
+
+    def withdraw(self, token):
+        self.refused = getattr(self, "refused", 0) + 1
+        return False
+
+
+def test_a_node_the_evaluator_will_not_give_back_stays_in_flight_and_its_result_counts():
+    ev = FakeLandscape()
+    gpu = FakeQueuedGPURefusing(ev)
+    m = MCTS(ROOT, gpu, FakeLineProposer(template_at=5), config=SearchConfig(budget=40, seed=2, parallel=8, k_w=6.0))
+    m.run()
+    assert gpu.refused                                  # withdrawals were tried, and refused
+    assert m.evaluations == 40 and len(ev.calls) == 41                 # the seed, then the budget
+    assert not any(n.inflight for n in m.nodes) and not any(n.status == "running" for n in m.nodes)
+    assert sum(n.status not in ("pending",) for n in m.nodes[1:]) == 40
+
+
 def test_a_withdrawn_node_is_pending_again_in_the_store(tmp_path):
     from optiml.app.records import StoreObserver
     from optiml.traces.store import TraceStore
