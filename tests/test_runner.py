@@ -346,6 +346,32 @@ def test_the_same_compiled_code_reuses_the_finished_evaluation(tmp_path):
         assert harness.jobs == 3
 
 
+@pytest.mark.parametrize("how", ["unreadable cubin", "untimed", "sanitized"])
+def test_no_reuse_where_the_code_cannot_be_read_or_the_job_asks_for_its_own_run(tmp_path, monkeypatch, how):
+    """The same code again gets its own GPU job where the cubin's code cannot be read (no digest to
+    match), where it is run without timing, or where it is to be sanitized."""
+    import optiml.cubin
+
+    if how == "unreadable cubin":
+        monkeypatch.setattr(optiml.cubin, "code_digest", lambda path: None)
+    kw = {"untimed": {"time_it": False}, "sanitized": {"sanitize": True}}.get(how, {})
+    harness = CountingHarness()
+    prep = Preparer(load(tmp_path), KERNEL, NvccBuilder("sm_90", cache_dir=tmp_path / "c"))
+    with Runner(standard_stages(prep, sanitizer=ScriptedClean()), [0], harness_factory=lambda d: harness,
+                build_workers=1, workers_per_gpu=1) as runner:
+        runner.evaluate(Candidate(KERNEL), **kw)
+        again = runner.evaluate(Candidate("// the same code\n" + KERNEL), **kw)
+    assert harness.jobs == 2 and "reused" not in again.stage_s
+
+
+class ScriptedClean:
+    """A FAKE sanitizer: every candidate clean."""
+
+    def sanitize(self, job, gpu_lock=None, cancel=None):
+        from optiml.verify.sanitizer import SanitizeResult
+        return SanitizeResult("clean", "passed", tools=("memcheck",))
+
+
 class FlakyHarness(FakeHarness):
     """A fake GPU worker whose first job fails on optiml's side (harness_error), the rest ok at 1 ms."""
 
