@@ -128,3 +128,25 @@ def test_an_index_assigned_after_its_declaration_drafts_the_launch_as_a_declared
     got = lines(draft_spec(assigned, Path("k.cu")))
     assert got == lines(draft_spec(declared, Path("k.cu")))
     assert 'grid = ["cdiv(n, 256)"]  # TODO: one thread per element, from i = blockIdx.x * blockDim.x + threadIdx.x; check' in got
+
+
+def test_drafts_at_the_edges_say_what_they_could_not_read():
+    """No kernel: one sentence. No parameter at all: a placeholder size N, said. A pointer handed to a
+    function optiml cannot see into: drafted as an output with the guess said. An index along y with
+    none along x: the launch is not read from it (a plain grid, marked to check)."""
+    from optiml.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"^k\.cu: no __global__ function found, so there is nothing to draft"):
+        draft_spec("__device__ int f() { return 1; }\n", Path("k.cu"))
+    text = draft_spec("__global__ void k() { }\n", Path("k.cu"))
+    assert "timing = { N = 4096 }  # TODO: no integer parameter was found; N is a placeholder size" in text
+
+    text = draft_spec("__device__ void fill(float* p, int n);\n"
+                      "__global__ void k(float* y, int n) { fill(y, n); }\n", Path("k.cu"))
+    assert ('role = "output"  # TODO: passed where optiml cannot follow it; "inout" if the kernel also reads it, '
+            '"input" if it only reads it') in text
+
+    text = draft_spec("__global__ void k(float* y, int n) {\n    int i = blockIdx.y * blockDim.y + threadIdx.y;\n"
+                      "    if (i < n) y[i] = 1.0f;\n}\n", Path("k.cu"))
+    lines = [ln for ln in text.splitlines() if ln.startswith(("grid", "block"))]
+    assert lines == ['grid = ["cdiv(n, 256)"]  # TODO: check against how the kernel indexes', "block = [256]  # TODO"]
