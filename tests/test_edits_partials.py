@@ -212,6 +212,8 @@ TWO_OUT = PARTIAL.replace("float *partial, int n", "float *partial, int *seen, i
      "sum the whole block"),
     (PARTIAL, (("4096",), (256,), 0), "not chunked: the grid 4096 is not cdiv(X, 256), so the number of partials is not known"),
     (PARTIAL.replace("int s = blockDim.x / 2", "int s = 64"), LAUNCH, "not chunked: the tree starts at 64, not at half the block (128)"),
+    ("#define HALF 128\n#define QUARTER 64\n" + PARTIAL.replace("int s = blockDim.x / 2", "int s = QUARTER"), LAUNCH,
+     "not chunked: the tree starts at QUARTER, not at half the block (128)"),
     (PARTIAL.replace("x[i] : 0.0f", "x[i] * t : 0.0f"), LAUNCH,
      "not chunked: the loaded term uses t, not only the element's index and the kernel's arguments"),
     (PARTIAL.replace("__syncthreads();\n  for", "sh[t] *= 2.0f;\n  __syncthreads();\n  for"), LAUNCH,
@@ -250,3 +252,9 @@ def test_dynamic_shared_memory_of_a_readable_size_is_taken_and_other_kernels_are
 """
     assert chunk_partials(scale, "scale", LAUNCH) == ([], None)
     assert chunk_partials(PARTIAL, "partial_sums", None) == ([], None)
+
+
+def test_a_tree_starting_at_a_constant_worth_half_the_block_is_taken():
+    named = "#define HALF 128\n" + PARTIAL.replace("int s = blockDim.x / 2", "int s = HALF")
+    rewrites, why = chunk_partials(named, "partial_sums", LAUNCH)
+    assert rewrites and why is None
