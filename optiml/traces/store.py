@@ -373,9 +373,6 @@ class TraceStore:
             "JOIN nodes n ON n.id = sub.id WHERE n.status IN ('done', 'failed')", (node_id,)).fetchone()
         return int(row[0]), float(row[1])
 
-    def update_stats(self, node_id: int, visits: int, value_sum: float) -> None:
-        self.update_stats_many([(node_id, visits, value_sum)])
-
     def update_stats_many(self, stats) -> None:
         """Several nodes' visits and value sums ``(node id, visits, value_sum)`` in one transaction
         (an evaluation changes its node's and every ancestor's)."""
