@@ -28,3 +28,16 @@ def test_a_small_space_is_searched_whole_in_its_own_order():
     out = moves.neighbours((2, 2, 2))
     every = [tuple(p.values()) for p in SPACE.points()]
     assert out == [q for q in every if q != (2, 2, 2)]
+
+
+def test_moves_offer_the_best_256_of_a_larger_neighbourhood_each_once_best_first():
+    from optiml.edits.types import NodeView
+
+    values = tuple(range(1, 9))
+    space = TuneSpace((("A", values), ("B", values), ("C", values)))     # 511 other points, all valid
+    moves = SpaceMoves(space, "k")
+    src = "#define A 1\n#define B 1\n#define C 1\n__global__ void k(float* x) { x[0] = A + B + C; }\n"
+    out = moves.moves(NodeView(source=src, entry="k"))
+    assert len(out) == 256 and len({edit for _, edit, _ in out}) == 256
+    assert [s for _, _, s in out] == sorted(s for _, _, s in out)
+    assert len(moves.moves(NodeView(source=src, entry="k"), limit=10)) == 10
