@@ -189,7 +189,7 @@ def test_the_search_tells_each_finished_candidate_with_its_store_id(tmp_path):
         evaluator = RunnerEvaluator(FakeThreadedRunner())
         search = MCTS(ROOT, evaluator, ScriptedProposer(), config=SearchConfig(budget=12, parallel=4),
                       observer=StoreObserver(store, run, evaluator))
-        _search(store, run, search, evaluator, 12, False, lambda *a: progress.append(a), lines.append)
+        _search(search, evaluator, 12, False, lambda *a: progress.append(a), lines.append)
         stored = {n.id: n for n in store.nodes(run)}
     assert [f.done for f in lines] == list(range(1, 14)) and all(f.total == 13 for f in lines)
     assert lines[0].node == min(stored) and lines[0].speedup == 1.0 and lines[0].status == "ok"
@@ -210,7 +210,7 @@ def test_a_resumed_search_whose_budget_is_spent_shows_no_candidates_to_come():
     for resumed, evaluations, budget, total in ((True, 12, 10, 0), (True, 4, 10, 6), (False, 0, 10, 11)):
         search = SimpleNamespace(nodes=[root], root=root, evaluations=evaluations, run=lambda: None)
         progress = []
-        _search(None, 1, search, SimpleNamespace(), budget, resumed, lambda *a: progress.append(a))
+        _search(search, SimpleNamespace(), budget, resumed, lambda *a: progress.append(a))
         assert progress == [(0, total, 1.0)], (resumed, evaluations, budget, progress)
 
 

@@ -182,3 +182,30 @@ def test_resuming_a_run_another_live_process_is_searching_is_one_sentence(tmp_pa
                                      arch="sm_90", profile=False))
     with TraceStore(tmp_path / "t.db") as store:
         assert len(store.nodes(done.run_id)) == before and store.nodes(done.run_id, "running")[0].id == busy
+
+
+def test_ctrl_c_mid_search_keeps_the_run_marked_interrupted_and_it_resumes(tmp_path, fake_gpu):
+    """A KeyboardInterrupt from the progress callback after three candidates (as Ctrl-C lands in
+    the search): run_optimize raises Interrupted, the run is stored as interrupted with what was
+    evaluated, and --resume finishes its budget."""
+    from optiml.app.optimize import Interrupted
+
+    kernel, _ = write(tmp_path, SPEC.replace("timing = { N = 1048576 }", "timing = { N = 4096 }"), KERNEL)
+    opts = dict(kernel=kernel, budget=6, profile=False, db=tmp_path / "t.db", arch="sm_90", parallel=1, build_jobs=1)
+    seen = []
+
+    def stop(finished):
+        seen.append(finished)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as e:
+        run_optimize(OptimizeOptions(**opts), on_candidate=stop)
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        assert store.run(e.value.run_id)["status"] == "interrupted"
+        kept = [n for n in store.nodes(e.value.run_id) if store.evaluation(n.id)]
+    assert len(kept) >= 3
+    result = run_optimize(OptimizeOptions(**opts, resume=e.value.run_id))
+    with TraceStore(tmp_path / "t.db", create=False) as store:
+        assert store.run(result.run_id)["status"] == "done" and result.run_id == e.value.run_id
+    assert result.evaluations == 6

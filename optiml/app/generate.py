@@ -282,7 +282,7 @@ def _run_generate(opts: GenerateOptions, on_event, on_progress, on_search_end, o
             from .optimize import _search
 
             try:
-                _search(store, run_id, search, evaluator, budget, True, on_progress, on_candidate)
+                _search(search, evaluator, budget, True, on_progress, on_candidate)
             finally:
                 if on_search_end is not None:
                     on_search_end()

@@ -303,7 +303,7 @@ def _run_optimize(opts: OptimizeOptions, on_progress, on_search_end, on_candidat
                           observer=StoreObserver(store, run_id, evaluator), task=spec.summary(), entry=spec.entry)
         store_ids = search.observer.ids          # search node id -> store node id
         try:
-            best = _search(store, run_id, search, evaluator, budget, opts.resume is not None, on_progress, on_candidate)
+            best = _search(search, evaluator, budget, opts.resume is not None, on_progress, on_candidate)
         finally:
             if on_search_end is not None:
                 on_search_end()
@@ -398,7 +398,7 @@ def _builder(arch: str, cluster=None):
     return NvccBuilder(arch)
 
 
-def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, on_progress: Progress | None,
+def _search(search, evaluator, budget: int, resumed: bool, on_progress: Progress | None,
             on_candidate=None):
     """Run the search, telling ``on_progress`` and ``on_candidate`` after every finished candidate."""
     ok = [n.median_ms for n in search.nodes if n.status == Status.OK and n.median_ms]
@@ -442,11 +442,7 @@ def _search(store, run_id: int, search, evaluator, budget: int, resumed: bool, o
         search.observer = Tee(search.observer, Lines())
     if on_progress is not None:
         on_progress(0, total, state["root"] / state["best"] if state["root"] and state["best"] else None)
-    try:
-        return search.run()
-    except KeyboardInterrupt:
-        store.set_run_status(run_id, "interrupted")
-        raise
+    return search.run()             # Ctrl-C: stored_run marks the run interrupted
 
 
 def stop_sentence(search, budget: int, proposer: str) -> str | None:
