@@ -161,8 +161,9 @@ def test_a_mutant_runs_first_the_tests_that_execute_its_lines(tmp_path, monkeypa
 
 def test_with_the_maps_timings_a_mutant_runs_its_quickest_tests_first(tmp_path, monkeypatch):
     """A map made with each test's seconds (pytest --durations=0, summed over setup, call and
-    teardown) orders a mutant's tests by file, the files whose tests take least first (its own
-    files' tests among them), each file's quickest first; a test with no timing goes last."""
+    teardown) orders a mutant's tests: those that run its lines first, then its own files' other
+    tests; each group by file, the files whose tests take least first, each file's quickest first; a
+    test with no timing goes last in its group."""
     coverage = __import__("pytest").importorskip("coverage")
     tool = _mutants_module()
     report = ("== slowest durations ==\n"
@@ -190,8 +191,8 @@ def test_with_the_maps_timings_a_mutant_runs_its_quickest_tests_first(tmp_path, 
     monkeypatch.setattr(tool, "pytest", lambda where, tests, timeout: runs.append(tuple(tests)) or ("failed", 1.0, ""))
     m = tool.Mutant("foo", "optiml/foo.py", "b = 2", "b = 3", ("tests/test_foo.py",), generated=True)
     assert tool.run_mutant(copy, m, 10, cov)[0] == "killed"
-    assert runs == [("tests/test_b.py::test_two[x-1]", "tests/test_a.py::test_one", "tests/test_foo.py::test_quick[a b]",
-                     "tests/test_foo.py::test_slow_build", "tests/test_c.py::test_new")]
+    assert runs == [("tests/test_b.py::test_two[x-1]", "tests/test_a.py::test_one", "tests/test_c.py::test_new",
+                     "tests/test_foo.py::test_quick[a b]", "tests/test_foo.py::test_slow_build")]
 
 
 def test_a_modules_own_tests_are_the_files_named_after_it_or_its_package():
