@@ -41,7 +41,7 @@ class Kernel:
 
 
 def parse_strategies(answer: str, n: int) -> list[Strategy]:
-    """The first ``n`` strategies the answer names (``STRATEGY k: name`` and the lines after it),
+    """The first ``n`` (at least 1) strategies the answer names (``STRATEGY k: name`` and the lines after it),
     without repeats; an empty list when it names none."""
     text = _THINK.sub("", answer or "")
     marks = list(_STRATEGY.finditer(text))
@@ -54,7 +54,7 @@ def parse_strategies(answer: str, n: int) -> list[Strategy]:
         if name and name.lower() not in seen:
             seen.add(name.lower())
             out.append(Strategy(name, detail))
-    return out[:max(n, 0)]
+    return out[:n]
 
 
 def parse_kernel(answer: str) -> Kernel:
