@@ -308,6 +308,9 @@ REFUSED = [
     ("a block tree of another value", "#define BS 128\n__global__ void k(const float *x, float *out, int n) { __shared__ float sh[BS]; int tid = threadIdx.x; float s = 0.f; for (int i = blockIdx.x * BS + tid; i < n; i += BS * gridDim.x) s += x[i]; sh[tid] = s; __syncthreads(); for (int o = BS / 2; o > 0; o >>= 1) { if (tid < o) sh[tid] += sh[tid + o]; __syncthreads(); } if (tid == 0) atomicAdd(out, sh[0]); }".replace("sh[tid] = s;", "sh[tid] = s * s;"), SUM_BS, "threads cooperate"),
     ("a template entry", "template <int B> __global__ void k(const float *x, float *y, int n) { int i = blockIdx.x * B "
      "+ threadIdx.x; if (i < n) y[i] = x[i]; }", N, "the entry is a C++ template"),
+    ("a y index the element code uses", "__global__ void k(const float *x, float *y, int n) { "
+     "int r = blockIdx.y * blockDim.y + threadIdx.y; int i = blockIdx.x * blockDim.x + threadIdx.x; "
+     "if (i < n) y[i] = x[i] * (float)r; }", N, "not templated: the per-element code uses r, the kernel's own indexing"),
 ]
 
 
