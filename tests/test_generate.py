@@ -219,6 +219,24 @@ def test_no_verified_kernel_is_a_clear_failure(tmp_path, fake_gpu, chat_server):
     assert attempt["error"].startswith("the kernel has no // optiml:launch line")
 
 
+def test_a_kernel_the_same_as_another_strategys_is_refused_and_repaired(tmp_path, fake_gpu, chat_server):
+    """Asked for three strategies, the model names two; the second's kernel is the first's again (a
+    comment aside): refused with its sentence, shown to the model for its one repair."""
+    chat_server.script("STRATEGY 1: one per thread\nx\nSTRATEGY 2: wider blocks\ny\n",
+                       answer("a", kernel(256)), answer("b", "// the same\n" + kernel(256)),
+                       answer("b, fixed", kernel(512)))
+    r, db = generate(chat_server, tmp_path, "--strategies", "3", "--sanitize", "off")
+    assert r.exit_code == 0, r.output
+    assert "the model named 2 strategies of the 3 asked for" in r.output
+    refusal = "the kernel is the same as one already generated for another strategy."
+    assert refusal in prompt(chat_server, 3) and len(chat_server.requests) == 4
+    with TraceStore(db, create=False) as store:
+        attempts = [p for p in store.proposals(run_id=1) if p["kind"] == "attempt"]
+        kids = {n.edit: store.evaluation(n.id)["status"] for n in store.nodes(1) if n.depth == 1}
+    assert [a["error"] for a in attempts] == [refusal]
+    assert kids == {"strategy 1: one per thread": "ok", "strategy 2: wider blocks (repaired)": "ok"}
+
+
 def test_then_optimize_searches_on_from_the_strategies_and_resumes(tmp_path, fake_gpu, chat_server):
     chat_server.script("STRATEGY 1: block per chunk\nx\nSTRATEGY 2: bigger blocks\ny\n",
                        answer("a", kernel(256)), answer("b", kernel(512)))
