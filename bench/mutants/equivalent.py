@@ -113,6 +113,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
      "the child's log is opened before its size is ever read"),
     ("optiml/verify/profiled.py", '"jobs.pkl", ppid):\n            return None', "sys.exit(None) exits 0 too"),
     ("optiml/verify/timing_stats.py", "round(float(x), 7) for x in a]", "the stored samples a digit finer (0.1 ns)"),
+    ("optiml/profiler/calibration.py", "@lru_cache(maxsize=9)",
+     "the calibrated peaks cached for one device more: a process sees one or two devices"),
     ("optiml/procs.py", "proc.wait(timeout=31)", "the wait for a group killed with SIGKILL, which ends at once: one second more"),
     ("optiml/runner/prepare.py", "if symbol is None and problem:",
      "the cubin has no symbol for the entry exactly where entry_problem names a reason"),
