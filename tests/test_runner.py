@@ -88,6 +88,37 @@ class FakeBatchProfiler:
         pass
 
 
+class FakeSlowReportProfiler(FakeBatchProfiler):
+    """A FAKE profiler whose batches start at once and write their report after the GPU until the next
+    batch has started (then 0.3 s more; the last batch does not wait): it counts how many batches
+    run at once."""
+
+    def __init__(self, clock, batches: int):
+        super().__init__(clock, delay=0.0)
+        self.expected, self.started, self.now, self.most = batches, 0, 0, 0
+        self.cond = threading.Condition()
+
+    def profile_batch(self, jobs, device_name="", gpu_lock=None, on_gpu_done=None, prestart=False):
+        with self.cond:
+            self.started += 1
+            mine = self.started
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.cond.notify_all()
+
+        def done():
+            on_gpu_done()
+            with self.cond:                          # the report, until the next batch is on its way
+                if mine < self.expected:
+                    self.cond.wait_for(lambda: self.started > mine, timeout=20)
+            time.sleep(0.3)
+        try:
+            return super().profile_batch(jobs, device_name, gpu_lock, done, prestart)
+        finally:
+            with self.cond:
+                self.now -= 1
+
+
 def make(tmp_path, devices=(0,), fault_blocks=(), boom_blocks=(), profile=True, **kw):
     clock = Clock()
     harnesses = {}
@@ -117,6 +148,16 @@ def test_every_candidate_is_built_verified_timed_and_profiled(tmp_path):
     assert sorted(sum(ev.profiler.batches, [])) == sorted(BLOCKS)       # each profiled once
     assert max(len(b) for b in ev.profiler.batches) > 1                  # several under one "ncu"
     assert not clock.overlaps()                                           # timing and ncu never share the GPU
+
+
+def test_one_batch_writes_its_report_while_the_next_is_on_the_gpu_and_no_third_starts(tmp_path):
+    pool, harnesses, clock, prep = make(tmp_path, max_batch=1)
+    prep.profiler = FakeSlowReportProfiler(clock, len(BLOCKS))
+    pool.stages[[s.name for s in pool.stages].index("profile")].profiler = prep.profiler
+    with pool:
+        results = [f.result(timeout=120) for f in [pool.submit(Candidate(src(b))) for b in BLOCKS]]
+    assert all(r.profile is not None and r.profile.ok for r in results)
+    assert prep.profiler.most == 2
 
 
 def test_failures_are_statuses_and_are_not_profiled(tmp_path):
