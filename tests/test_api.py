@@ -99,6 +99,7 @@ def test_the_written_toml_loads_as_the_same_spec(tmp_path):
     (dict(inouts=["c"]), "c is in both outputs= and inouts=; an array is one or the other."),
     (dict(sizes={"N": 1000.0}), "sizes['N'] must be a whole number, not 1000.0."),
     (dict(sizes={"N": True}), "sizes['N'] must be a whole number, not True."),
+    (dict(grid=[True]), "the task from args=: launch.grid[0] must be an integer or an expression string, not True."),
 ])
 def test_each_mistake_is_one_sentence(change, message):
     kw = dict(VADD_TASK, args=vadd_args()) | change
@@ -124,6 +125,12 @@ def test_a_task_from_arrays_that_cannot_be_written_is_one_sentence(source, args,
     with pytest.raises(SpecError) as e:
         to_toml(spec_data_from_arrays(source, vadd_args() if args is None else args, **(VADD_TASK | change)))
     assert str(e.value) == message
+
+
+def test_numpy_integers_in_a_launch_list_are_plain_integers():
+    data = spec_data_from_arrays(VADD, vadd_args(), **(VADD_TASK | dict(grid=[np.int64(8)], block=(np.int32(128),))))
+    assert data["launch"]["grid"] == [8] and data["launch"]["block"] == [128]
+    assert all(type(v) is int for v in data["launch"]["grid"] + data["launch"]["block"])
 
 
 def test_a_bool_for_an_integer_parameter_is_its_integer():
