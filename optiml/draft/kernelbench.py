@@ -268,7 +268,8 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
     pointers = [p for p in kern.params if p.is_pointer]
     ints = [p for p in kern.params if not p.is_pointer]
     geo, kernel_shapes = _kernel_shapes(source, kern.name, info, pointers, ints)
-    matched = _matched_pointers(pointers, arrays, pointer_access(source, kern.name))
+    access = pointer_access(source, kern.name)
+    matched = _matched_pointers(pointers, arrays, access)
     arrays, dims_of = _match_params(arrays, dims_of, matched, kernel_shapes)
     aligned = _aligned_sizes(matched, ints, kernel_shapes, arrays, dims_of)
     # a size only an integer argument names (a GroupNorm's num_groups) is a size of the spec too
@@ -424,8 +425,15 @@ def draft_kernelbench(task_path: Path, source: str, kernel_path: Path, entry: st
         else:
             ref_args["OUTPUTS"].append(p.name)
     if len(pointers) < len(arrays):
+        left = [f"its output {where}" if role == "output" else f"the Model's {where}" if role == "param" else
+                f"its input {where}" for role, where, *_ in arrays[len(pointers):]]
+        written = [p.name for p, a in zip(pointers, arrays) if a[0] != "output" and (acc := access.get(p.name)) is not None
+                   and not acc.unsure and acc.write]
         w(f"# TODO: the task has {len(arrays)} arrays (inputs, the Model's parameters, outputs) and the kernel "
-          f"{len(pointers)} pointers; the last ones are not matched")
+          f"{len(pointers)} pointers; no pointer is matched to {', '.join(left)}" +
+          (f". The kernel writes {' and '.join(written)}: if it computes the task's output there, in place, make it "
+           'role = "inout" (filled with the input, compared with the output)'
+           if written and any(a[0] == "output" for a in arrays[len(pointers):]) else ""))
     rename = {}
     for p in ints:
         dtype = dtype_of_c_type(p.base_type) or "float32"
