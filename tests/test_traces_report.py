@@ -293,14 +293,14 @@ def test_export_errors_are_one_sentence_and_a_metric_named_like_a_column_keeps_b
     """An unknown format, a folder that is not there, and parquet without pyarrow (FAKE: to_parquet
     raising ImportError) each say what to do; a metric whose name is a column's is kept as metric_NAME."""
     from optiml.errors import UserError
-    from optiml.traces.export import export_text
+    from optiml.traces.export import check_text_format
 
     store, ids = traj
     with pytest.raises(UserError) as e:
         export_run(store, ids["run"], tmp_path / "run.xlsx")
     assert str(e.value) == "--format: unknown export format 'xlsx' (use one of csv, json, parquet)."
     with pytest.raises(UserError) as e:
-        export_text(None, "xml")
+        check_text_format("xml")
     assert str(e.value) == "--format: unknown export format 'xml' (use one of csv, json, parquet)."
     with pytest.raises(UserError) as e:
         export_run(store, ids["run"], tmp_path / "gone" / "run.csv")

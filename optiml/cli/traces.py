@@ -119,7 +119,7 @@ def best(run_id: int | None, db_path: Path, output: Path | None, print_flags: bo
 def export(run_id: int | None, db_path: Path, fmt: str | None, output: Path | None) -> None:
     """Export RUN_ID (default: the latest run) as a table, one row per candidate with its metrics as columns."""
     from ..app.records import best_of_run
-    from ..traces.export import export_run, export_text, to_dataframe
+    from ..traces.export import check_text_format, export_run, export_text, to_dataframe
 
     to_stdout = output is not None and str(output) == "-"
     if output is not None and not to_stdout and fmt is None:
@@ -128,7 +128,7 @@ def export(run_id: int | None, db_path: Path, fmt: str | None, output: Path | No
             raise UserError(f"{output}: cannot tell the export format from the suffix; pass --format csv|json|parquet.")
     fmt = fmt or "csv"
     if to_stdout:
-        export_text(None, fmt)          # parquet to standard output: the error, before any work
+        check_text_format(fmt)          # parquet to standard output: the error, before any work
     with _open(db_path) as store:
         run_id = _run_id(store, run_id)
         best = best_of_run(store, run_id)

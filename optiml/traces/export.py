@@ -121,15 +121,17 @@ def export_run(store: TraceStore, run_id: int, path: str | Path, fmt: str | None
     return df
 
 
-def export_text(df: "pd.DataFrame | None", fmt: str) -> str:
-    """``df`` as csv or json (records) text, for standard output; parquet is binary: an error
-    (``df`` None: only check ``fmt``)."""
+def check_text_format(fmt: str) -> None:
+    """UserError unless ``fmt`` can go to standard output (csv or json; parquet is binary)."""
     if fmt == "parquet":
         raise UserError("-o -: parquet is binary and cannot go to standard output; give a file name or --format csv|json.")
     if fmt not in FORMATS:
         raise UserError(f"--format: unknown export format {fmt!r} (use one of {', '.join(FORMATS)}).")
-    if df is None:
-        return ""
+
+
+def export_text(df: "pd.DataFrame", fmt: str) -> str:
+    """``df`` as csv or json (records) text, for standard output (see :func:`check_text_format`)."""
+    check_text_format(fmt)
     return df.to_csv(index=False) if fmt == "csv" else df.to_json(orient="records", indent=1) + "\n"
 
 
