@@ -155,6 +155,7 @@ def test_find_spec_points_to_init(tmp_path):
     (('shape = ["N"]\ninit', 'shape = ["2**62"]\ninit'),
      r"args.x.shape = \['2\*\*62'\] at sizes \{'N': 1048576\} needs more than 2\*\*40 bytes \(1 TiB\) of float32"),
     (('shape = ["N"]\ninit', 'shape = ["N", "N", "N"]\ninit'), r"args.x.shape = .* needs more than 2\*\*40 bytes"),
+    (('shape = ["N"]\ninit', 'shape = ["2**38 + 1"]\ninit'), r"args.x.shape = .* needs more than 2\*\*40 bytes"),
     (("timing = { N = 1048576 }", "timing = { N = 9223372036854775808 }"), r"sizes.timing.N must be at most 2\*\*63 - 1"),
     (('bytes = "8 * N"', 'bytes = "-8 * N"'), r"counts.bytes = '-8 \* N' is -8388608 at sizes \{'N': 1048576\}; it must be zero or positive"),
     (('grid = ["cdiv(N, BLOCK)"]', 'grid = ["cdiv(N, BLOCK)", 65536]'),
@@ -322,3 +323,9 @@ def test_a_name_in_a_message_is_as_written_up_to_60_printable_characters():
     assert _name("x" * 60) == "x" * 60
     assert _name("x" * 61) != "x" * 61 and len(_name("x" * 61)) <= 60
     assert _name("a\nb") == "'a\\nb'" and _name(3) == "3"
+
+
+def test_an_array_of_exactly_one_tib_loads(tmp_path):
+    """The limit is 2**40 bytes: 2**38 float32 values are allowed (one more is refused, above)."""
+    spec = load(tmp_path, SPEC.replace('shape = ["N"]\ninit', 'shape = ["2**38"]\ninit', 1))
+    assert spec.args[0].shape == ("2**38",)
