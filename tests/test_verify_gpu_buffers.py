@@ -149,6 +149,23 @@ def test_without_pycuda_opening_a_gpu_is_a_harness_error_saying_what_to_install(
     assert g is None and failed.status == "harness_error" and "pip install 'optiml-kernels[gpu]'" in failed.message
 
 
+def test_a_device_that_will_not_open_is_a_harness_error_naming_it(monkeypatch):
+    """A GPU index past the machine's (the driver refuses it): one harness_error naming the device."""
+    import sys
+    import types
+
+    drv = types.SimpleNamespace(init=lambda: None)
+
+    def no_such_device(i):
+        raise RuntimeError("cuDeviceGet failed: invalid device ordinal")
+    drv.Device = no_such_device
+    monkeypatch.setitem(sys.modules, "pycuda", types.SimpleNamespace(driver=drv))
+    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    g, failed = gpu._open_gpu(7)
+    assert g is None and failed.status == "harness_error"
+    assert failed.message == "could not open GPU 7: cuDeviceGet failed: invalid device ordinal"
+
+
 def test_a_jobs_phases_add_up_each_time_a_phase_runs(tmp_path, monkeypatch):
     """The child's Stage: each phase's seconds, summed over its runs (the parent shows them per job)."""
     clock = iter([10.0, 10.5, 20.0, 20.25, 30.0, 31.0])
