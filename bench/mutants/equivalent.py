@@ -115,6 +115,8 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/verify/timing_stats.py", "round(float(x), 7) for x in a]", "the stored samples a digit finer (0.1 ns)"),
     ("optiml/profiler/calibration.py", "@lru_cache(maxsize=9)",
      "the calibrated peaks cached for one device more: a process sees one or two devices"),
+    ("optiml/verify/sanitize_child.py", "time.monotonic() >= deadline",
+     "an hour's deadline on a continuous clock: reaching it and passing it are one 2 ms poll apart"),
     ("optiml/procs.py", "proc.wait(timeout=31)", "the wait for a group killed with SIGKILL, which ends at once: one second more"),
     ("optiml/runner/prepare.py", "if symbol is None and problem:",
      "the cubin has no symbol for the entry exactly where entry_problem names a reason"),
