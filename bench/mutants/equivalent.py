@@ -42,7 +42,6 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
     ("optiml/app/optimize.py", "most_common(2)[0]", "the first of the two commonest is the commonest"),
     ("optiml/expr.py", "* 0.302 >= limit - 5",
      "equal only where a bit length times 0.302 is a whole number of characters: at no limit a caller gives"),
-    ("optiml/generate/answers.py", "max(n, 1)", "n is at least 1: generate refuses --strategies under 1 first"),
     ("optiml/runner/prepare.py", "(base_seed - 1000003 * n)", "another set of distinct seeds for the same cases"),
     ("optiml/runner/prepare.py", "randbelow(2**32)", "each case's seed is taken modulo 2**31: the same cases, and --seed reproduces them"),
     ("optiml/cli/doctor.py", "timeout=61", "how long doctor waits for a tool's --version: one second more"),
@@ -117,7 +116,9 @@ EQUIVALENT: tuple[tuple[str, str, str], ...] = (
      "the calibrated peaks cached for one device more: a process sees one or two devices"),
     ("optiml/verify/sanitize_child.py", "time.monotonic() >= deadline",
      "an hour's deadline on a continuous clock: reaching it and passing it are one 2 ms poll apart"),
-    ("optiml/procs.py", "proc.wait(timeout=31)", "the wait for a group killed with SIGKILL, which ends at once: one second more"),
+    ("optiml/runner/prepare.py", "secrets.randbelow(3**31)",
+     "a fresh base seed drawn from a wider range: every case's seed wraps to 31 bits, and the base seed given "
+     "back reproduces the same inputs (eval --seed takes any integer)"),
     ("optiml/runner/prepare.py", "if symbol is None and problem:",
      "the cubin has no symbol for the entry exactly where entry_problem names a reason"),
 )
