@@ -47,8 +47,8 @@ def find_ncu() -> str | None:
     return None
 
 
-def _run(cmd: list[str], timeout_s: float, env: dict | None = None) -> tuple[int | None, str]:
-    return run_with_timeout(cmd, timeout_s, env=env)
+def _run(cmd: list[str], timeout_s: float) -> tuple[int | None, str]:
+    return run_with_timeout(cmd, timeout_s)
 
 
 def import_report(path: Path, ncu: str | None = None) -> tuple[str, object]:
