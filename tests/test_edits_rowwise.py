@@ -901,3 +901,26 @@ def test_a_row_kernel_it_does_not_take_says_which_part_it_could_not_read(old, ne
     assert old in source
     op, said = recognize_rowwise(source.replace(old, new), "k", ROWS)
     assert said == why and (op is None) == (why is not None)
+
+
+INT_ROWS = """
+__global__ void k(const int *x, int *y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) {
+        int s = 0;
+        for (int j = 0; j < cols; ++j) s = s + x[(size_t)r * cols + j];
+        for (int j = 0; j < cols; ++j) y[(size_t)r * cols + j] = x[(size_t)r * cols + j] - s;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("x_type, y_type, c_x, c_y", [("int32", "int32", "int", "int"),
+                                                      ("float32", "int8", "float", "signed char")])
+def test_a_row_program_over_element_types_the_templates_do_not_load_is_refused_naming_them(x_type, y_type, c_x, c_y):
+    """A row-wise program read whole, over integers (or into int8): refused with the two types, as the
+    templates load and store floating-point elements only."""
+    spec = spec_of(arg("x", "input", ("rows", "cols"), x_type), arg("y", "output", ("rows", "cols"), y_type),
+                   sizes=("rows", "cols"))
+    src = INT_ROWS.replace("const int *x", f"const {c_x} *x").replace("int *y", f"{c_y} *y")
+    assert recognize_rowwise(src, "k", spec) == (None, f"not templated: {x_type} into {y_type}")
