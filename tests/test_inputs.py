@@ -20,6 +20,19 @@ def test_draws_follow_the_spec():
     assert c.tolist() == [3, 3, 3, 3]
 
 
+def test_an_integer_array_drawn_uniform_or_normal_takes_whole_numbers_over_the_whole_range():
+    """uniform(-5, 5) for int32: floored, so -5 comes up as often as 4 (truncating toward zero would make
+    -5 all but never appear and 0 twice as likely); normal(0, 1): rounded to the nearest, so about
+    38 % zeros (truncating: 68 %)."""
+    rng = np.random.default_rng(3)
+    u = draw(Init("uniform", low=-5, high=5), (20000,), "int32", rng)
+    counts = {v: int((u == v).sum()) for v in range(-5, 5)}
+    assert u.dtype == np.int32 and set(np.unique(u)) == set(range(-5, 5))
+    assert max(counts.values()) < 1.2 * min(counts.values()), counts
+    n = draw(Init("normal", mean=0.0, std=1.0), (20000,), "int16", rng)
+    assert n.dtype == np.int16 and 0.34 < float((n == 0).mean()) < 0.42
+
+
 def test_case_is_seeded_fresh_and_outputs_poisoned(tmp_path):
     spec = load(tmp_path)
     a = make_case(spec, {"N": 1000}, seed=1)
