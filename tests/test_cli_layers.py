@@ -220,3 +220,21 @@ def test_a_finished_line_gives_a_failures_message_and_not_an_ok_candidates():
     bad = Finished(4, 10, 8, "unroll 4", "compile_error", "error: expected\n  a ';'", None, None)
     assert ok.line() == "[3/10] node 7 ok 0.5 ms 2.00x  BLOCK 128 -> 256"
     assert bad.line() == "[4/10] node 8 compile_error (error: expected a ';')  unroll 4"
+
+
+def test_the_progress_speedup_counts_verified_candidates_only():
+    """An unsafe candidate (timed, then found out by the sanitizer) or a wrong one never sets the
+    progress line's best speedup; a verified one does."""
+    from types import SimpleNamespace
+
+    from optiml.app.optimize import _search
+
+    root = SimpleNamespace(median_ms=2.0, status="ok")
+    evaluator = SimpleNamespace()
+    told = [SimpleNamespace(ok=False, median_ms=0.1), SimpleNamespace(ok=False, median_ms=None),
+            SimpleNamespace(ok=True, median_ms=1.0)]
+    search = SimpleNamespace(nodes=[root], root=root, evaluations=0,
+                             run=lambda: [evaluator.on_done(ev, None) for ev in told])
+    progress = []
+    _search(search, evaluator, 3, True, lambda *a: progress.append(a))
+    assert progress == [(0, 3, 1.0), (1, 3, 1.0), (2, 3, 1.0), (3, 3, 2.0)]
