@@ -329,3 +329,24 @@ def test_an_array_of_exactly_one_tib_loads(tmp_path):
     """The limit is 2**40 bytes: 2**38 float32 values are allowed (one more is refused, above)."""
     spec = load(tmp_path, SPEC.replace('shape = ["N"]\ninit', 'shape = ["2**38"]\ninit', 1))
     assert spec.args[0].shape == ("2**38",)
+
+
+def test_files_and_tables_a_spec_cannot_do_without_are_one_sentence_each(tmp_path):
+    """No spec file, no argument listed, a shape of no dimension, a kernel that is not text: each is
+    one sentence naming the file; a bool input with no init is drawn from 0 and 1."""
+    with pytest.raises(SpecError, match=r"nope\.toml: spec file not found\.$"):
+        load_spec(tmp_path / "nope.toml", tmp_path / "scale.cu")
+    with pytest.raises(SpecError, match=r"scale\.toml: args must list at least one argument\.$"):
+        load(tmp_path, "args = []\n" + SPEC.split("[[args]]")[0] + "[launch]\ngrid = [1]\nblock = [1]\n")
+    with pytest.raises(SpecError, match=r"args\.x\.shape must have at least one dimension\.$"):
+        load(tmp_path, SPEC.replace('shape = ["N"]\ninit', "shape = []\ninit", 1))
+    k, s = write(tmp_path)
+    k.write_bytes(b"\xff\xfe\x00\x01 not text")
+    with pytest.raises(SpecError, match=r"scale\.cu: not a text file\.$"):
+        load_spec(s, k)
+    spec = load(tmp_path, SPEC.replace('dtype = "float32"\nrole = "input"\nshape = ["N"]\n'
+                                       'init = { dist = "uniform", low = -2.0, high = 2.0 }',
+                                       'dtype = "bool"\nrole = "input"\nshape = ["N"]'),
+                KERNEL.replace("const float* x", "const bool* x"))
+    assert spec.args[0].dtype == "bool" and (spec.args[0].init.dist, spec.args[0].init.low,
+                                             spec.args[0].init.high) == ("integers", 0, 2)
