@@ -131,6 +131,19 @@ def test_register_limited_occupancy_raises_launch_bounds_and_caps():
     assert fast.flags == ("-use_fast_math",) and "tolerance" in fast.rationale
 
 
+def test_block_tuning_is_likelier_only_under_half_occupancy_limited_by_warps_or_blocks():
+    def tune_priors(metrics):
+        props = RulesProposer().propose(node("sgemm_naive", metrics=metrics), 50, random.Random(0))
+        return {p.edit: p.prior for p in props if p.edit.startswith("BLOCK 16 ->")}
+    plain = tune_priors({})
+    assert tune_priors({"achieved_occupancy_pct": 30.0, "occupancy_limiters": "warps"}) == \
+        {e: p * 0.6 / 0.5 for e, p in plain.items()}
+    assert tune_priors({"achieved_occupancy_pct": 49.0, "occupancy_limiters": "registers,blocks"}) != plain
+    for held in ({"achieved_occupancy_pct": 30.0, "occupancy_limiters": "registers"},
+                 {"achieved_occupancy_pct": 50.0, "occupancy_limiters": "warps"}):
+        assert tune_priors(held) == plain, held
+
+
 def test_fast_math_is_less_likely_on_a_memory_bound_kernel():
     """A kernel waiting on memory (memory 80 %, SM 20 %) gains little from faster arithmetic: the
     -use_fast_math prior is cut to 0.3 of its value; on a compute-busy one (SM 70 %) it is not."""
