@@ -322,6 +322,17 @@ def test_an_input_is_drawn_as_the_task_draws_it_normal_or_flat():
     assert _init_of(torch.randn(64, 64, generator=g)) == '{ dist = "normal", mean = 0.0, std = 1.0 }'
 
 
+def test_an_integer_input_is_drawn_within_the_values_the_task_draws():
+    """Class indices 0..9 (the task's randint(0, 10)): drawn from 0 to 10 exclusive, so no index
+    reaches the count of classes; within the smaller size's range where that is narrower."""
+    torch = need_torch()
+    from optiml.draft.kernelbench import _init_of
+
+    assert _init_of(torch.tensor([0, 3, 9, 9])) == '{ dist = "integers", low = 0, high = 10 }'
+    narrower = _init_of(torch.tensor([0, 3, 9]), torch.tensor([0, 4]))
+    assert narrower.startswith('{ dist = "integers", low = 0, high = 5 }')
+
+
 def test_a_dimension_is_named_by_a_size_or_a_product_of_two():
     """A task dimension that is 12 at one reduced size set and 35 at the other is a * b there (3 * 4,
     5 * 7); one equal at both with no size is that number; one that follows nothing is not named."""

@@ -73,13 +73,3 @@ def test_a_kernel_with_fewer_pointers_than_the_task_has_arrays_names_those_left_
     line = next(ln for ln in text.splitlines() if ln.startswith("# TODO: the task has 2 arrays"))
     assert line.endswith("no pointer is matched to its output 0")
 
-
-def test_an_integer_input_is_drawn_within_the_values_the_task_draws():
-    """Class indices 0..9 (the task's randint(0, 10)): drawn from 0 to 10 exclusive, so no index
-    reaches the count of classes; within the smaller size's range where that is narrower."""
-    torch = need_torch()
-    from optiml.draft.kernelbench import _init_of
-
-    assert _init_of(torch.tensor([0, 3, 9, 9])) == '{ dist = "integers", low = 0, high = 10 }'
-    narrower = _init_of(torch.tensor([0, 3, 9]), torch.tensor([0, 4]))
-    assert narrower.startswith('{ dist = "integers", low = 0, high = 5 }')
