@@ -1,5 +1,6 @@
-"""`optiml init --kernelbench` with a kernel the CPU emulation does not model (here one loading with
-__ldcs): the draft is still written, its launch marked TODO with the reason it was not tested."""
+"""`optiml init --kernelbench` with a kernel it cannot test against the task: one the CPU emulation
+does not model (here one loading with __ldcs), or one with fewer pointers than the task has arrays.
+The draft is still written, with TODO lines saying why it was not tested and what to check."""
 import pytest
 
 from tests.test_kernelbench import draft, need_torch
