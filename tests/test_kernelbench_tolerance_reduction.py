@@ -35,3 +35,27 @@ def test_without_flops_the_reduction_is_the_largest_inputs_elements_per_output()
     lines = _tolerances(arrays, dims, SIZES, SA, SB, None)
     assert "float32 = { atol = 0.0001, rtol = 0.0001, rel_rms = 0.001 }" in lines
     assert "sums of 1.56e+04 terms fit them" in "\n".join(lines)
+
+
+MATMUL = """__global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+        C[row * N + col] = acc;
+    }
+}
+"""
+
+
+def test_the_drafted_flops_of_a_kernel_that_reads_as_a_gemm_are_2_m_n_k():
+    """Over the task's arrays matched to A, B and C: 2 M N K in the kernel's size arguments."""
+    from optiml.draft.kernelbench import _gemm_flops
+    from optiml.source import parse_source
+
+    kern = parse_source(MATMUL).kernel("matmul")
+    pointers = [p for p in kern.params if p.is_pointer]
+    ints = [p for p in kern.params if not p.is_pointer]
+    arrays, dims = gemm_arrays()
+    assert _gemm_flops(MATMUL, "matmul", pointers, arrays, dims, ints, {}) == "2 * M * N * K"
+    assert _gemm_flops(MATMUL.replace("acc += A", "acc = A"), "matmul", pointers, arrays, dims, ints, {}) is None

@@ -821,9 +821,8 @@ def _gemm_flops(source, entry, pointers, arrays, dims_of, ints, rename) -> str |
     try:
         from ..edits.templates import recognize_gemm
         args = []
-        for i, p in enumerate(pointers[:len(arrays)]):
-            role = "output" if arrays[i][0] == "output" else "input"
-            args.append(NS(name=p.name, role=role, shape=tuple(dims_of[i]),
+        for i, p in enumerate(pointers[:len(arrays)]):     # the reading takes arrays' roles from the code
+            args.append(NS(name=p.name, role="array", shape=tuple(dims_of[i]),
                            dtype=str(arrays[i][2].dtype).removeprefix("torch."), value=None))
         for p in ints:
             args.append(NS(name=p.name, role="scalar", shape=(), dtype="int32", value=rename.get(p.name, p.name)))
