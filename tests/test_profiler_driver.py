@@ -92,3 +92,16 @@ def test_a_file_that_is_no_ncu_export_and_no_input_at_all_are_one_sentence_each(
     assert_one_sentence_error(CliRunner().invoke(main, ["profile", "--import", str(text)]),
                               f"{text}: not an ncu CSV export", "'ID' and 'Kernel Name'")
     assert_one_sentence_error(CliRunner().invoke(main, ["profile"]), "give a KERNEL to profile, or --import FILE")
+
+
+def test_ncu_off_the_path_is_found_where_cuda_installs_it(monkeypatch):
+    import optiml.profiler.ncu as ncu_mod
+
+    monkeypatch.setattr(ncu_mod.shutil, "which", lambda name: None)
+    there = {"/opt/nvidia/nsight-compute/ncu"}
+    monkeypatch.setattr(ncu_mod.os.path, "exists", lambda p: p in there)
+    assert ncu_mod.find_ncu() == "/opt/nvidia/nsight-compute/ncu"
+    there.add("/usr/local/cuda/bin/ncu")
+    assert ncu_mod.find_ncu() == "/usr/local/cuda/bin/ncu"          # the toolkit's first
+    there.clear()
+    assert ncu_mod.find_ncu() is None
