@@ -4,7 +4,8 @@ work, so what is checked is the loop's own bookkeeping (which job numbers it rea
 the result file each gets, what it answers on the control pipe, when it stops), not GPU
 behaviour; the parent's side with real child processes is tests/test_worker_server.py. Also the
 spec's Python reference as a job loads it in this process (FakeOpenGpu: no context is used
-before the reference loads)."""
+before the reference loads), and which function verify runs for a kernel job and for a
+[baseline] function's."""
 import io
 import json
 import os
@@ -153,3 +154,26 @@ def test_a_reference_file_without_the_named_function_is_a_reference_error(tmp_pa
     result = worker.run_job(FakeOpenGpu(), job, Stage(tmp_path / "stage.txt"))
     assert result.status == Status.REFERENCE_ERROR
     assert result.message == "could not load the reference: ref.py has no function 'scale'"
+
+
+def test_verify_runs_a_baseline_function_in_the_candidates_place(monkeypatch):
+    """The child's verify over FAKE parts: a job with a [baseline] function verifies that function
+    (loaded through its framework) where a candidate job verifies its kernel; a function that does
+    not load is the baseline's failure."""
+    from types import SimpleNamespace
+
+    ran = []
+    monkeypatch.setattr(worker, "_device_function", lambda gpu, fw, path, name: (fw, name))
+    monkeypatch.setattr(worker, "verify_cases", lambda job, stage, result, make, ref, cand, keep: ran.append(cand) or True)
+    gpu = SimpleNamespace(ops=None, load=lambda kb, spec: (None, f"kernel of {kb}"))
+    kernel_job = SimpleNamespace(function=None, candidate="k.cubin", spec=None)
+    function_job = SimpleNamespace(function=SimpleNamespace(framework="torch", path="ref.py", name="baseline"),
+                                   candidate="k.cubin", spec=None)
+    assert worker.verify(gpu, kernel_job, None, None, None) and worker.verify(gpu, function_job, None, None, None)
+    assert ran == ["kernel of k.cubin", ("torch", "baseline")]
+
+    def missing(gpu, fw, path, name):
+        raise ModuleNotFoundError("No module named 'torch'")
+    monkeypatch.setattr(worker, "_device_function", missing)
+    with pytest.raises(worker._Unloadable):
+        worker.verify(gpu, function_job, None, None, None)
