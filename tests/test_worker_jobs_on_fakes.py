@@ -4,8 +4,8 @@ work, so what is checked is the loop's own bookkeeping (which job numbers it rea
 the result file each gets, what it answers on the control pipe, when it stops), not GPU
 behaviour; the parent's side with real child processes is tests/test_worker_server.py. Also the
 spec's Python reference as a job loads it in this process (FakeOpenGpu: no context is used
-before the reference loads), and which function verify runs for a kernel job and for a
-[baseline] function's."""
+before the reference loads), which function verify runs for a kernel job and for a
+[baseline] function's, and what a device case pair frees."""
 import io
 import json
 import os
@@ -177,3 +177,20 @@ def test_verify_runs_a_baseline_function_in_the_candidates_place(monkeypatch):
     monkeypatch.setattr(worker, "_device_function", missing)
     with pytest.raises(worker._Unloadable):
         worker.verify(gpu, function_job, None, None, None)
+
+
+def test_a_device_case_pair_frees_what_it_holds_once_and_not_the_reference_it_gave_away(monkeypatch):
+    """Over FAKE cases: free() releases the reference's and the candidate's device cases; a reference
+    kept for the timing check (keep_reference) is not freed with the pair, and the earlier kept one is."""
+    freed = []
+    monkeypatch.setattr(worker, "_free", lambda gpu, c: freed.append(c))
+    pair = worker.DeviceCasePair(None, None, None, {})
+    pair.ref_case, pair.cand_case = "ref 1", "cand 1"
+    pair.free()
+    pair.free()                                          # twice: nothing more
+    assert freed == ["ref 1", "cand 1"]
+    keep = {"timing_ref": "ref 0"}
+    pair.ref_case, pair.cand_case = "ref 2", "cand 2"
+    pair.keep_reference(keep)
+    pair.free()
+    assert freed == ["ref 1", "cand 1", "ref 0", "cand 2"] and keep["timing_ref"] == "ref 2"
